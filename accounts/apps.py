@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class AccountsConfig(AppConfig):
+    """People and their roles: the bottom layer every other package may use."""
+
+    name = "accounts"
+    default_auto_field = "django.db.models.BigAutoField"

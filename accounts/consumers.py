@@ -1,0 +1,26 @@
+"""Websockets check roles like pages do: anonymous → close 4401, wrong role → close 4403."""
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from .roles import ROLES, has_role
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+
+
+class RoleJsonConsumer(AsyncJsonWebsocketConsumer):
+    required_roles = ROLES
+
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        if not await database_sync_to_async(has_role)(user, *self.required_roles):
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        await self.accept()
+        await self.on_accepted()
+
+    async def on_accepted(self):
+        """Subclasses join their groups here."""

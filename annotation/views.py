@@ -1,0 +1,28 @@
+"""Human work queues: the annotator's queue and the adjudicator's Undetermined queue."""
+from django.db.models import Q
+from django.shortcuts import render
+
+from accounts.roles import ADJUDICATOR, ANNOTATOR, role_required
+from flywheel.models import Query, Trajectory
+
+
+@role_required(ANNOTATOR)
+def my_queue(request):
+    assigned = Query.objects.filter(assignee=request.user, status__in=["ready", "in_progress"])
+    open_pool = Query.objects.filter(assignee__isnull=True, status="ready")
+    in_progress = Trajectory.objects.filter(
+        annotator=request.user, status__in=["running", "paused"]).select_related("query")
+    return render(request, "annotation/my_queue.html", {
+        "assigned": assigned.prefetch_related("app_links__app")[:100],
+        "open_count": open_pool.count(),
+        "open_next": open_pool.prefetch_related("app_links__app")[:20],
+        "in_progress": in_progress,
+    })
+
+
+@role_required(ADJUDICATOR)
+def adjudication_queue(request):
+    waiting = (Trajectory.objects.filter(verdict="undetermined", destination="adjudication")
+               .exclude(Q(adjudications__decision__gt=""))
+               .select_related("query", "device").prefetch_related("votes").distinct())
+    return render(request, "annotation/adjudication_queue.html", {"trajectories": waiting[:200]})

@@ -1,0 +1,209 @@
+"""Benchmark of the virtual phone farm as clients see it: through its ADB server, with adbutils.
+
+    .venv/bin/python bench/farm.py [--devices 16] [--seconds 6] [--samples 30]
+
+Starts `python -m devices.simulator` in a subprocess on a free port, then measures
+- screencap latency (adbutils `shell("screencap -p")`, the bytes `screenshot()` decodes) on an
+  unchanged screen and right after the screen changed (median, p95);
+- uiautomator dump latency (adbutils `dump_hierarchy()`: a shell command plus a sync pull);
+- action + screenshot pairs per second with 1, 4 and 16 phones driven at once (one thread and
+  one AdbClient per phone);
+- the same screencap in-process (phone.run, no protocol), to show where the time goes.
+Ends with one line: `farm: screencap_ms_p50=<n> screencap_changed_ms_p50=<n> pairs_per_s_16=<n>`.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import adbutils
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_BOUNDS = re.compile(r"\[(\d+),(\d+)\]\[(\d+),(\d+)\]")
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def summary(name: str, seconds: list[float]) -> float:
+    millis = [value * 1000 for value in seconds]
+    p50, p95 = statistics.median(millis), percentile(millis, 0.95)
+    print(f"{name:<44} median {p50:7.1f} ms   p95 {p95:7.1f} ms   (n={len(millis)})")
+    return p50
+
+
+def start_farm(devices: int, seed: int) -> tuple[subprocess.Popen, int]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "devices.simulator", "--devices", str(devices), "--port", "0",
+         "--seed", str(seed)], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        text=True)
+    for line in process.stdout:
+        match = re.search(r"listening on port (\d+)", line)
+        if match:
+            return process, int(match.group(1))
+    raise SystemExit("the farm did not start (run `python -m devices.simulator --port 0` to see why)")
+
+
+def screencap(device: adbutils.AdbDevice) -> bytes:
+    png = device.shell(["screencap", "-p"], encoding=None)
+    if not png.startswith(PNG_SIGNATURE):
+        raise RuntimeError(f"screencap returned no PNG: {png[:80]!r}")
+    return png
+
+
+def tap_targets(device: adbutils.AdbDevice) -> list[tuple[int, int]]:
+    """Centres of clickable nodes on the home screen: tapping one changes the screen."""
+    device.keyevent("HOME")
+    root = ElementTree.fromstring(device.dump_hierarchy().encode())
+    targets = []
+    for node in root.iter("node"):
+        match = _BOUNDS.fullmatch(node.get("bounds", ""))
+        if node.get("clickable") == "true" and match:
+            left, top, right, bottom = map(int, match.groups())
+            if right > left and bottom > top:
+                targets.append(((left + right) // 2, (top + bottom) // 2))
+    if not targets:
+        raise RuntimeError("no clickable node on the home screen to tap")
+    return targets
+
+
+class Driver:
+    """Alternates a tap on a home-screen target with HOME, so every action changes the screen."""
+
+    def __init__(self, device: adbutils.AdbDevice):
+        self.device = device
+        self.targets = tap_targets(device)
+        self.step = 0
+
+    def act(self) -> None:
+        if self.step % 2 == 0:
+            x, y = self.targets[(self.step // 2) % len(self.targets)]
+            self.device.click(x, y)
+        else:
+            self.device.keyevent("HOME")
+        self.step += 1
+
+
+def measure_latencies(device: adbutils.AdbDevice, samples: int) -> dict:
+    screencap(device)  # warm up (first render, connection paths)
+    unchanged = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        screencap(device)
+        unchanged.append(time.perf_counter() - started)
+
+    driver, changed, actually_changed = Driver(device), [], 0
+    previous = screencap(device)
+    for _ in range(samples):
+        driver.act()
+        started = time.perf_counter()
+        current = screencap(device)
+        changed.append(time.perf_counter() - started)
+        actually_changed += current != previous
+        previous = current
+    device.keyevent("HOME")
+
+    dumps = []
+    for _ in range(max(5, samples // 3)):
+        started = time.perf_counter()
+        device.dump_hierarchy()
+        dumps.append(time.perf_counter() - started)
+    print(f"screen {len(previous)} bytes of PNG; {actually_changed}/{samples} actions changed it")
+    return {"unchanged": summary("screencap, unchanged screen", unchanged),
+            "changed": summary("screencap, right after a change", changed),
+            "dump": summary("uiautomator dump + pull (dump_hierarchy)", dumps)}
+
+
+def pairs_per_second(port: int, serials: list[str], seconds: float) -> float:
+    """Action + screenshot pairs per second across `serials`, one thread and client each."""
+    drivers = [Driver(adbutils.AdbClient(host="127.0.0.1", port=port).device(serial))
+               for serial in serials]
+    counts = [0] * len(drivers)
+    errors: list[BaseException] = []
+    deadline = time.perf_counter() + seconds
+
+    def drive(index: int) -> None:
+        try:
+            while time.perf_counter() < deadline:
+                drivers[index].act()
+                screencap(drivers[index].device)
+                counts[index] += 1
+        except BaseException as error:  # reported below; a thread's exception is otherwise lost
+            errors.append(error)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=drive, args=(i,)) for i in range(len(drivers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise RuntimeError(f"{len(errors)} phone threads failed: {errors[0]!r}")
+    rate = sum(counts) / elapsed
+    print(f"action+screenshot pairs, {len(serials):>2} phones at once      {rate:7.1f} pairs/s "
+          f"({sum(counts)} in {elapsed:.1f} s)")
+    return rate
+
+
+def in_process_profile(samples: int) -> None:
+    """phone.run('screencap -p') with no protocol at all: the phone's own share of the time."""
+    from devices.simulator.farm import Farm
+
+    phone = next(iter(Farm(devices=1, seed=0).phones.values()))
+    phone.run("screencap -p")
+    timings = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        phone.run("screencap -p")
+        timings.append(time.perf_counter() - started)
+    summary("in-process phone.run('screencap -p')", timings)
+    timings = []
+    for index in range(samples):
+        phone.run("input keyevent HOME" if index % 2 else "input swipe 540 1800 540 600 100")
+        started = time.perf_counter()
+        phone.run("screencap -p")
+        timings.append(time.perf_counter() - started)
+    summary("in-process screencap after an input", timings)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--devices", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=6.0, help="per throughput run")
+    parser.add_argument("--samples", type=int, default=30, help="per latency figure")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    process, port = start_farm(args.devices, args.seed)
+    try:
+        client = adbutils.AdbClient(host="127.0.0.1", port=port)
+        serials = [device.serial for device in client.device_list()]
+        first = client.device(serials[0])
+        size = first.window_size()
+        print(f"farm of {len(serials)} phones on port {port}; screen {size.width}x{size.height}")
+        latencies = measure_latencies(first, args.samples)
+        rates = {count: pairs_per_second(port, serials[:count], args.seconds)
+                 for count in (1, 4, 16) if count <= len(serials)}
+    finally:
+        process.terminate()
+        process.wait(10)
+    in_process_profile(args.samples)
+    pairs_16 = rates.get(16, 0.0)
+    print(f"farm: screencap_ms_p50={latencies['unchanged']:.1f} "
+          f"screencap_changed_ms_p50={latencies['changed']:.1f} pairs_per_s_16={pairs_16:.1f}")
+
+
+if __name__ == "__main__":
+    main()

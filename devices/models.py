@@ -1,0 +1,72 @@
+"""Phones and who holds them. This layer knows nothing of queries or pools."""
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Device(models.Model):
+    STATUSES = [
+        ("idle", "Idle"), ("leased", "Leased"), ("offline", "Offline"),
+        ("unhealthy", "Unhealthy"), ("quarantined", "Quarantined"),
+    ]
+    RISK_LEVELS = [("low", "Low"), ("medium", "Medium"), ("high", "High")]
+    serial = models.CharField(max_length=100)
+    adb_server = models.CharField(max_length=100, help_text="host:port of the ADB server")
+    model = models.CharField(max_length=100, blank=True)
+    device_type = models.CharField(max_length=30, default="phone")
+    resolution = models.CharField(max_length=20, blank=True, help_text="WIDTHxHEIGHT")
+    os_version = models.CharField(max_length=20, blank=True)
+    installed_apps = models.JSONField(default=list, blank=True)
+    accounts = models.JSONField(default=list, blank=True)
+    battery = models.PositiveSmallIntegerField(null=True, blank=True)
+    network = models.JSONField(default=dict, blank=True)
+    risk_level = models.CharField(max_length=6, choices=RISK_LEVELS, default="low")
+    status = models.CharField(max_length=12, choices=STATUSES, default="idle", db_index=True)
+    health = models.JSONField(default=dict, blank=True, help_text="last check and its findings")
+    consecutive_failures = models.PositiveSmallIntegerField(default=0)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["adb_server", "serial"]
+        constraints = [models.UniqueConstraint(fields=["adb_server", "serial"],
+                                               name="unique_device_per_server")]
+
+    def __str__(self):
+        return f"{self.serial}@{self.adb_server}"
+
+    @property
+    def readiness_profile(self):
+        return {
+            "device_type": self.device_type, "resolution": self.resolution,
+            "installed_apps": self.installed_apps, "accounts": self.accounts,
+            "risk_level": self.risk_level,
+        }
+
+
+class Lease(models.Model):
+    """Exactly one live lease per phone; it expires unless its holder keeps it alive."""
+
+    device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="leases")
+    holder = models.CharField(max_length=200, help_text="who controls it: a session or a job id")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                             on_delete=models.SET_NULL, related_name="leases")
+    purpose = models.CharField(max_length=200, blank=True)
+    acquired_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-acquired_at"]
+        constraints = [
+            # The database, not the code, guarantees one open lease per phone.
+            models.UniqueConstraint(fields=["device"], condition=models.Q(released_at__isnull=True),
+                                    name="one_open_lease_per_device"),
+        ]
+
+    def __str__(self):
+        return f"{self.device} held by {self.holder}"
+
+    @property
+    def is_live(self):
+        return self.released_at is None and self.expires_at > timezone.now()

@@ -1,0 +1,148 @@
+"""Touch and key input for the Engine: hit-testing taps and swipes against the screen tree."""
+from devices.simulator import ui
+
+KEYCODES = {
+    "HOME": 3, "BACK": 4, "CALL": 5, "ENDCALL": 6, "DPAD_UP": 19, "DPAD_DOWN": 20, "DPAD_LEFT": 21,
+    "DPAD_RIGHT": 22, "DPAD_CENTER": 23, "VOLUME_UP": 24, "VOLUME_DOWN": 25, "POWER": 26, "CAMERA": 27,
+    "CLEAR": 28, "COMMA": 55, "PERIOD": 56, "TAB": 61, "SPACE": 62, "ENTER": 66, "DEL": 67, "AT": 77,
+    "MENU": 82, "NOTIFICATION": 83, "SEARCH": 84, "MEDIA_PLAY_PAUSE": 85, "PAGE_UP": 92, "PAGE_DOWN": 93,
+    "ESCAPE": 111, "FORWARD_DEL": 112, "MOVE_HOME": 122, "MOVE_END": 123, "VOLUME_MUTE": 164,
+    "APP_SWITCH": 187, "SLEEP": 223, "WAKEUP": 224, "MINUS": 69, "EQUALS": 70, "SLASH": 76,
+}
+KEYCODES.update({str(d): 7 + d for d in range(10)})
+KEYCODES.update({chr(ord("A") + i): 29 + i for i in range(26)})
+CODE_TO_NAME = {code: name for name, code in KEYCODES.items()}
+TYPED_KEYS = {"SPACE": " ", "COMMA": ",", "PERIOD": ".", "AT": "@", "MINUS": "-", "EQUALS": "=", "SLASH": "/",
+              "TAB": "\t"}
+LONG_PRESS_MS = 500
+
+
+def keycode_name(key: str) -> str | None:
+    """'KEYCODE_BACK', 'BACK' or '4' → 'BACK'; None when unknown."""
+    key = key.strip().upper()
+    if key.startswith("KEYCODE_"):
+        key = key[len("KEYCODE_"):]
+    if key.isdigit() and int(key) in CODE_TO_NAME and not (len(key) == 1 and False):
+        return CODE_TO_NAME[int(key)]
+    return key if key in KEYCODES else None
+
+
+def find_target(root, x, y, attr):
+    """Topmost window first; inside it the last node (in draw order) under the point with a handler.
+
+    A modal window (dialog, shade, keyboard) swallows the event even where it has no handler.
+    """
+    for window in reversed(root.children):
+        if not ui.contains(window.bounds, x, y) or window.style.get("passthrough"):
+            continue
+        best = None
+        for node in window.walk():
+            if getattr(node, attr) is not None and node.enabled and ui.contains(node.bounds, x, y):
+                best = node
+        if best is not None:
+            return best
+        if window.window in ("StatusBar", "NavigationBar") or window.style.get("modal", True):
+            return None
+    return None
+
+
+class Gestures:
+    """Mixed into Engine; every public method here is one `input` command."""
+
+    def _before_input(self):
+        self.toast_text = None
+        self.anomalies.before_action()
+
+    def tap(self, x, y):
+        self._before_input()
+        node = find_target(self.screen(), x, y, "on_tap")
+        if node is not None:
+            node.on_tap(x, y)
+            self.changed()
+        self.anomalies.after_action()
+
+    def long_press(self, x, y):
+        self._before_input()
+        screen = self.screen()
+        node = find_target(screen, x, y, "on_long_press")
+        if node is not None:
+            node.on_long_press(x, y)
+        else:  # a view without a long-click listener still clicks on release
+            node = find_target(screen, x, y, "on_tap")
+            if node is not None:
+                node.on_tap(x, y)
+        self.changed()
+        self.anomalies.after_action()
+
+    def swipe(self, x1, y1, x2, y2, duration_ms=300):
+        dx, dy = x2 - x1, y2 - y1
+        m = self.metrics
+        if abs(dx) < m.px(20) and abs(dy) < m.px(20):
+            return self.long_press(x1, y1) if duration_ms >= LONG_PRESS_MS else self.tap(x1, y1)
+        self._before_input()
+        try:
+            if self.anomalies.handle_swipe(x1, y1, x2, y2):
+                return
+            if y1 <= m.status_bar * 1.5 and dy > m.px(200) and not self.shade_open:
+                self.open_shade()
+                return
+            if self.shade_open and dy < -m.px(200) and y1 > m.height // 2:
+                self.shade_open = False
+                self.changed()
+                return
+            if y1 >= m.height - m.nav_bar * 1.5 and dy < -m.px(200):
+                self.home()  # gesture navigation: swipe up from the bottom edge
+                return
+            if (x1 <= m.px(30) or x1 >= m.width - m.px(30)) and abs(dx) > m.px(150) and abs(dx) > abs(dy):
+                self.back()  # edge swipe is Back
+                return
+            node = find_target(self.screen(), x1, y1, "on_swipe")
+            if node is not None:
+                node.on_swipe(dx, dy, x1, y1)
+                self.changed()
+        finally:
+            self.anomalies.after_action()
+
+    def horizontal_swipe_on_page(self, task, dx):
+        """A sideways swipe on a page with tabs moves to the neighbouring tab."""
+        spec = self.apps[task.package].pages[task.top.page_id]
+        tabs = spec.get("bottom_nav") or []
+        selected = next((i for i, t in enumerate(tabs) if t.get("selected")), None)
+        if selected is None:
+            return
+        target = selected + (1 if dx < 0 else -1)
+        if 0 <= target < len(tabs) and tabs[target].get("tap"):
+            self.context(task).run(tabs[target]["tap"])
+
+    def key(self, name: str) -> bool:
+        """Press a key by name ('BACK'); False when the key is unknown."""
+        name = keycode_name(name)
+        if name is None:
+            return False
+        if name not in ("DEL", "ENTER"):
+            self._before_input()
+        if name == "BACK" or name == "ESCAPE":
+            self.back()
+        elif name == "HOME":
+            self.home()
+        elif name == "APP_SWITCH":
+            self.recents()
+        elif name == "NOTIFICATION":
+            self.open_shade()
+        elif name == "DEL":
+            self.delete_char()
+        elif name == "ENTER":
+            self.submit()
+        elif name in ("POWER", "SLEEP"):
+            self.phone.screen_on = name == "POWER" and not self.phone.screen_on
+        elif name == "WAKEUP":
+            self.phone.screen_on = True
+        elif name == "FORWARD_DEL" or name == "CLEAR":
+            pass
+        elif name in TYPED_KEYS:
+            self.type_text(TYPED_KEYS[name])
+        elif len(name) == 1:
+            self.type_text(name.lower())
+        self.changed()
+        self.anomalies.after_action()
+        return True

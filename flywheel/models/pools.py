@@ -1,0 +1,59 @@
+"""The three data pools (§2.4.3): CPT and SFT accumulate, the RL query pool metabolises."""
+from django.db import models
+
+
+class CptEntry(models.Model):
+    """A single-step screenshot–action sample; append-only."""
+
+    step = models.OneToOneField("flywheel.Step", on_delete=models.PROTECT, related_name="cpt_entry")
+    screenshot = models.FileField(max_length=200)
+    action = models.JSONField()
+    phash = models.CharField(max_length=32, blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "CPT pool entry"
+        verbose_name_plural = "CPT pool"
+
+
+class SftEntry(models.Model):
+    INTAKES = [("htsc_true", "HTSC True"), ("adjudicated", "Adjudicated correct"),
+               ("ecdm_repaired", "ECDM repaired")]
+    trajectory = models.ForeignKey("flywheel.Trajectory", on_delete=models.PROTECT,
+                                   related_name="sft_entries")
+    intake = models.CharField(max_length=15, choices=INTAKES)
+    repair = models.ForeignKey("flywheel.Repair", null=True, blank=True, on_delete=models.PROTECT)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "SFT pool entry"
+        verbose_name_plural = "SFT pool"
+        constraints = [models.UniqueConstraint(fields=["trajectory", "intake"],
+                                               name="one_sft_entry_per_intake")]
+
+
+class RlQueryEntry(models.Model):
+    STATES = [("banked", "Banked (Phase 0)"), ("active", "Active"), ("retired", "Retired"),
+              ("left", "Left the pool")]
+    query = models.OneToOneField("flywheel.Query", on_delete=models.PROTECT, related_name="rl_entry")
+    state = models.CharField(max_length=8, choices=STATES, default="banked", db_index=True)
+    channel = models.CharField(max_length=30, default="phase0",
+                               help_text="cold-start screening, routing, business, badcase, derived")
+    phase0_features = models.JSONField(default=dict, blank=True)
+    success_rate = models.FloatField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "RL query pool entry"
+        verbose_name_plural = "RL query pool"
+
+
+class RlRollout(models.Model):
+    """One group of G rollouts of a model version over an RL-pool query, and what it decided."""
+
+    entry = models.ForeignKey(RlQueryEntry, on_delete=models.CASCADE, related_name="rollouts")
+    model_version = models.ForeignKey("flywheel.ModelVersion", null=True, on_delete=models.SET_NULL)
+    outcomes = models.JSONField(default=list, help_text="per-rollout verdicts")
+    decision = models.CharField(max_length=8, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)

@@ -1,0 +1,92 @@
+"""Queries: what a phone should be made to do, with everything needed to judge it (§2.2)."""
+from django.conf import settings
+from django.db import models
+
+TIERS = [("L1", "L1 step-by-step"), ("L2", "L2 explicit goal"), ("L3", "L3 ambiguous")]
+RISKS = [("low", "Low"), ("medium", "Medium"), ("high", "High")]
+SOURCES = [("synthesized", "Synthesized"), ("external", "External"), ("derived", "Derived"),
+           ("rqa", "RQA rewrite")]
+
+
+class Query(models.Model):
+    STATUSES = [
+        ("ready", "Ready"),            # may be collected
+        ("in_progress", "In progress"),
+        ("review", "Needs review"),    # sent back, e.g. "not executable"
+        ("done", "Done"),
+        ("rejected", "Rejected"),      # removed by a gate, with a reason
+    ]
+    key = models.CharField(max_length=200, unique=True)
+    text = models.TextField()
+    apps = models.ManyToManyField("flywheel.App", related_name="queries", through="QueryApp")
+    functions = models.ManyToManyField("flywheel.FunctionNode", related_name="queries", blank=True,
+                                       through="QueryFunction")
+    tier = models.CharField(max_length=2, choices=TIERS)
+    subclass = models.CharField(max_length=60, blank=True)
+    persona = models.CharField(max_length=60, blank=True)
+    capabilities = models.JSONField(default=list, blank=True)
+    labels = models.JSONField(default=dict, blank=True, help_text="Table 4 labels")
+    risk = models.CharField(max_length=6, choices=RISKS, default="low")
+    prerequisites = models.JSONField(default=list, blank=True)
+    requirements = models.JSONField(default=dict, blank=True,
+                                    help_text="What a phone must offer: apps, accounts, resolution")
+    source = models.CharField(max_length=12, choices=SOURCES, default="synthesized")
+    tags = models.JSONField(default=list, blank=True)
+    known_path = models.JSONField(null=True, blank=True)
+    reset = models.JSONField(default=dict, blank=True)
+    verification = models.JSONField(default=dict,
+                                    help_text="terminal checks (System A), milestones, veto, clarify")
+    gate_results = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=12, choices=STATUSES, default="ready", db_index=True)
+    status_reason = models.TextField(blank=True)
+    assignee = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                 on_delete=models.SET_NULL, related_name="assigned_queries")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["key"]
+        verbose_name_plural = "queries"
+
+    def __str__(self):
+        return self.key
+
+    @property
+    def is_cross_app(self):
+        return len(self.app_packages) > 1
+
+    @property
+    def app_packages(self):
+        return [link.app.package for link in self.app_links.select_related("app")]
+
+    def set_apps(self, apps):
+        """Keep the order given: the first app is where the task starts."""
+        self.app_links.all().delete()
+        QueryApp.objects.bulk_create(
+            QueryApp(query=self, app=app, position=i) for i, app in enumerate(apps))
+
+    def set_functions(self, nodes):
+        self.function_links.all().delete()
+        QueryFunction.objects.bulk_create(
+            QueryFunction(query=self, function=node, position=i) for i, node in enumerate(nodes))
+
+
+class QueryApp(models.Model):
+    query = models.ForeignKey(Query, on_delete=models.CASCADE, related_name="app_links")
+    app = models.ForeignKey("flywheel.App", on_delete=models.PROTECT)
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["query", "app"], name="unique_query_app")]
+
+
+class QueryFunction(models.Model):
+    query = models.ForeignKey(Query, on_delete=models.CASCADE, related_name="function_links")
+    function = models.ForeignKey("flywheel.FunctionNode", on_delete=models.PROTECT)
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["query", "function"],
+                                               name="unique_query_function")]

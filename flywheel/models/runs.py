@@ -1,0 +1,57 @@
+"""Model versions (the policies that act) and collection runs (the work that uses them)."""
+from django.conf import settings
+from django.db import models
+
+
+class ModelVersion(models.Model):
+    """A policy/judge/Teacher model and how it is served.
+
+    It lives in the data engine, not in `training`, because trajectories and votes reference it and
+    imports flow devices ← flywheel ← training; training runs produce rows of this table.
+    """
+
+    KINDS = [("offline", "Built-in offline"), ("endpoint", "OpenAI-compatible endpoint")]
+    name = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=10, choices=KINDS, default="offline")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="children")
+    endpoint_url = models.URLField(blank=True)
+    served_model_name = models.CharField(max_length=200, blank=True)
+    sampling = models.JSONField(default=dict, blank=True, help_text="pinned sampling config")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.name
+
+
+class CollectionRun(models.Model):
+    """One launch of a collection line over a set of queries (§2.3)."""
+
+    STATUSES = [("queued", "Queued"), ("running", "Running"), ("done", "Done"),
+                ("cancelled", "Cancelled"), ("failed", "Failed")]
+    line = models.CharField(max_length=16, choices=[
+        ("semi_auto", "Semi-automatic"), ("automatic", "Automatic"),
+        ("schema", "Schema-guided"), ("external", "External replay"),
+        ("rl", "RL rollout"), ("benchmark", "Benchmark")])
+    model_version = models.ForeignKey(ModelVersion, null=True, blank=True, on_delete=models.PROTECT)
+    query_filter = models.JSONField(default=dict, blank=True)
+    config = models.JSONField(default=dict, blank=True,
+                              help_text="phones, repeats, anomaly rates, stop conditions")
+    status = models.CharField(max_length=10, choices=STATUSES, default="queued", db_index=True)
+    total = models.PositiveIntegerField(default=0)
+    completed = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL)
+    celery_task_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.get_line_display()} run #{self.pk}"
+
+    @property
+    def progress_percent(self):
+        return round(100 * self.completed / self.total) if self.total else 0

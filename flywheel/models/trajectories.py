@@ -1,0 +1,76 @@
+"""Trajectories and their steps: everything that happened on a phone, persisted as it happens."""
+from django.conf import settings
+from django.db import models
+
+LINES = [
+    ("semi_auto", "Semi-automatic"), ("automatic", "Automatic"), ("schema", "Schema-guided"),
+    ("external", "External replay"), ("rl", "RL rollout"), ("benchmark", "Benchmark"),
+]
+VERDICTS = [
+    ("pending", "Pending"), ("true", "True"), ("false", "False"),
+    ("env_error", "Env_ERROR"), ("undetermined", "Undetermined"),
+]
+DESTINATIONS = [
+    ("", "Not routed yet"), ("sft", "SFT pool"), ("ecdm", "ECDM queue"),
+    ("env_healing", "Env self-healing + re-collection"), ("adjudication", "Adjudication queue"),
+]
+
+
+class Trajectory(models.Model):
+    STATUSES = [
+        ("running", "Running"), ("paused", "Paused"), ("completed", "Completed"),
+        ("interrupted", "Interrupted"), ("not_executable", "Not executable"),
+    ]
+    query = models.ForeignKey("flywheel.Query", on_delete=models.PROTECT, related_name="trajectories")
+    run = models.ForeignKey("flywheel.CollectionRun", null=True, blank=True,
+                            on_delete=models.SET_NULL, related_name="trajectories")
+    device = models.ForeignKey("devices.Device", null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="trajectories")
+    line = models.CharField(max_length=10, choices=LINES, db_index=True)
+    model_version = models.ForeignKey("flywheel.ModelVersion", null=True, blank=True,
+                                      on_delete=models.PROTECT, related_name="trajectories")
+    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                  on_delete=models.SET_NULL, related_name="trajectories")
+    status = models.CharField(max_length=15, choices=STATUSES, default="running", db_index=True)
+    stop_reason = models.CharField(max_length=200, blank=True)
+    verdict = models.CharField(max_length=12, choices=VERDICTS, default="pending", db_index=True)
+    destination = models.CharField(max_length=12, choices=DESTINATIONS, blank=True, db_index=True)
+    memory = models.JSONField(default=list, blank=True, help_text="take_notes items")
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        verbose_name_plural = "trajectories"
+
+    def __str__(self):
+        return f"trajectory #{self.pk} ({self.query_id})"
+
+
+class Step(models.Model):
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    screenshot = models.FileField(blank=True, max_length=200)
+    hierarchy = models.FileField(blank=True, max_length=200)
+    foreground_package = models.CharField(max_length=200, blank=True)
+    activity_stack = models.JSONField(default=list, blank=True)
+    cot = models.JSONField(default=dict, blank=True,
+                           help_text="[Observation] [Reflection] [Plan] [Decision] [Memory]")
+    proposed_action = models.JSONField(null=True, blank=True)
+    executed_action = models.JSONField(null=True, blank=True)
+    edit = models.JSONField(null=True, blank=True, help_text="how the annotator changed the proposal")
+    confidence = models.FloatField(null=True, blank=True)
+    model_io = models.JSONField(null=True, blank=True, help_text="raw request/response")
+    anomaly = models.JSONField(null=True, blank=True, help_text="anomaly injected before this step")
+    audit = models.JSONField(null=True, blank=True, help_text="safety audit decision")
+    label_masked = models.BooleanField(default=False, help_text="repetition-to-reflection mask")
+    timings = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["trajectory", "index"]
+        # A redelivered task rewrites the same (trajectory, index): step writes are idempotent.
+        constraints = [models.UniqueConstraint(fields=["trajectory", "index"], name="unique_step_index")]
+
+    def __str__(self):
+        return f"step {self.index} of trajectory #{self.trajectory_id}"

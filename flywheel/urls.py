@@ -1,0 +1,47 @@
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+import benchmark.api
+import devices.api
+import flywheel.api
+import training.api
+from annotation import views as annotation_views
+from devices import views as device_views
+
+from . import query_views, views
+
+router = DefaultRouter()
+for api_module in (flywheel.api, devices.api, benchmark.api, training.api):
+    api_module.register(router)
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("healthz", views.healthz, name="healthz"),
+    path("dashboard/", views.dashboard, name="dashboard"),
+    path("dashboard/counts/", views.dashboard_counts_fragment, name="dashboard-counts"),
+    path("console-admin/", views.admin_home, name="admin-home"),
+    path("tasks/", views.task_list, name="task-list"),
+    path("tasks/ping/", views.task_ping, name="task-ping"),
+    path("queries/", query_views.query_list, name="query-list"),
+    path("queries/import/", query_views.query_import, name="query-import"),
+    path("queries/export.jsonl", query_views.query_export, name="query-export"),
+    path("queue/", annotation_views.my_queue, name="my-queue"),
+    path("adjudication/", annotation_views.adjudication_queue, name="adjudication-queue"),
+    path("devices/", device_views.device_list, name="device-list"),
+    path("devices/discover/", device_views.device_discover, name="device-discover"),
+    path("api/", include(router.urls)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("admin/", admin.site.urls),
+]
+
+if not settings.STORAGES["default"]["BACKEND"].endswith("S3Storage"):
+    # Screenshots are only ever shown to signed-in people; media goes through a role check.
+    urlpatterns.append(path("media/<path:path>", views.media, name="media"))

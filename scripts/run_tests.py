@@ -1,0 +1,32 @@
+"""`make test`: run the whole suite against the real services.
+
+PostgreSQL and Redis are used when DATABASE_URL / REDIS_URL are set; otherwise SQLite and a Redis
+started here for the session (and stopped afterwards).
+"""
+import os
+import subprocess
+import sys
+
+from services import ROOT, free_port, start_redis, venv_bin
+
+
+def main(argv):
+    env = dict(os.environ)
+    redis_process = None
+    if not env.get("REDIS_URL"):
+        port = free_port()
+        (ROOT / "var").mkdir(exist_ok=True)
+        redis_process = start_redis(port, ROOT / "var" / "test-redis.log")
+        env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+    print(f"make test: database {env.get('DATABASE_URL', 'SQLite (var/)')}, redis {env['REDIS_URL']}",
+          flush=True)
+    try:
+        return subprocess.call([venv_bin("pytest"), *argv], cwd=ROOT, env=env)
+    finally:
+        if redis_process:
+            redis_process.terminate()
+            redis_process.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,143 @@
+"""`make up`: migrate, seed, start every process of the console, stay in the foreground.
+
+Starts Redis (when none answers at REDIS_URL), the virtual phone farm (unless ADB_SERVERS names
+other phones), a Celery worker and beat, and the ASGI web server. Ctrl-C stops all of them.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from urllib.parse import urlparse
+
+from services import ROOT, port_open, redis_ping, start_redis, venv_bin
+
+HOST = os.environ.get("WEB_HOST", "127.0.0.1")
+PORT = int(os.environ.get("WEB_PORT", "8000"))
+FARM_PORT = int(os.environ.get("FARM_PORT", "15037"))
+FARM_DEVICES = os.environ.get("FARM_DEVICES", "4")
+VAR = ROOT / "var"
+QUEUES = "default,collection,evaluation,repair,training,benchmark"
+
+
+class Supervisor:
+    def __init__(self):
+        self.children = []  # (name, process)
+
+    def start(self, name, argv, env):
+        log = open(VAR / f"{name}.log", "ab")
+        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        self.children.append((name, process))
+        print(f"  started {name} (pid {process.pid}, log var/{name}.log)", flush=True)
+        return process
+
+    def adopt(self, name, process):
+        self.children.append((name, process))
+
+    def stop_all(self):
+        for name, process in reversed(self.children):
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGTERM)
+                except (ProcessLookupError, PermissionError):
+                    process.terminate()
+        for name, process in reversed(self.children):
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            print(f"  stopped {name}", flush=True)
+
+    def first_dead(self):
+        for name, process in self.children:
+            if process.poll() is not None:
+                return name, process.returncode
+        return None
+
+
+def manage(*args, env):
+    subprocess.run([venv_bin("python"), "manage.py", *args], cwd=ROOT, env=env, check=True)
+
+
+def wait_for_health(url, timeout=60):
+    deadline, body = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                body = json.loads(response.read())
+                if body.get("status") == "ok":
+                    return body
+        except Exception as error:  # not up yet
+            body = getattr(error, "read", lambda: b"")()
+        time.sleep(1)
+    return body
+
+
+def main():
+    VAR.mkdir(exist_ok=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    supervisor = Supervisor()
+    if port_open(HOST, PORT):
+        sys.exit(f"Port {PORT} is already in use: is another `make up` running? "
+                 f"Stop it, or set WEB_PORT to another port.")
+
+    redis_url = env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
+    if redis_ping(redis_url):
+        print(f"Redis: using {redis_url}")
+    else:
+        parsed = urlparse(redis_url)
+        if parsed.hostname not in ("127.0.0.1", "localhost"):
+            sys.exit(f"Redis at {redis_url} does not answer.")
+        print(f"Redis: none answers at {redis_url}; starting one")
+        supervisor.adopt("redis", start_redis(parsed.port or 6379, VAR / "redis.log"))
+
+    try:
+        print("Database: migrating")
+        manage("migrate", "--no-input", "-v", "0", env=env)
+        manage("seed_demo", env=env)
+        manage("seed_console", env=env)
+
+        if "ADB_SERVERS" not in os.environ:
+            env["ADB_SERVERS"] = f"127.0.0.1:{FARM_PORT}"
+            if port_open("127.0.0.1", FARM_PORT):
+                print(f"Virtual farm: something already listens on {FARM_PORT}; using it")
+            else:
+                supervisor.start("simfarm", [venv_bin("python"), "manage.py", "simfarm",
+                                             "--devices", FARM_DEVICES, "--port", str(FARM_PORT)], env)
+        print(f"Phones: ADB_SERVERS={env['ADB_SERVERS']}")
+
+        supervisor.start("worker", [venv_bin("celery"), "-A", "flywheel", "worker", "-Q", QUEUES,
+                                    "--concurrency", "2", "-l", "info", "-n", "console@%h"], env)
+        supervisor.start("beat", [venv_bin("celery"), "-A", "flywheel", "beat", "-l", "info",
+                                  "--schedule", str(VAR / "celerybeat-schedule")], env)
+        supervisor.start("web", [venv_bin("uvicorn"), "flywheel.asgi:application", "--host", HOST,
+                                 "--port", str(PORT)], env)
+
+        url = f"http://{HOST}:{PORT}/"
+        health = wait_for_health(url + "healthz")
+        print("\nHealth:", json.dumps(health, indent=1) if not isinstance(health, dict)
+              or health.get("status") != "ok" else "all green")
+        print(f"\nThe flywheel console is up at {url}")
+        print("Logins: see above, or var/demo-credentials.txt. Ctrl-C stops everything.\n", flush=True)
+        while True:
+            dead = supervisor.first_dead()
+            if dead:
+                print(f"{dead[0]} exited with code {dead[1]} (see var/{dead[0]}.log); stopping.")
+                return 1
+            time.sleep(1)
+    except KeyboardInterrupt:
+        print("\nStopping…")
+        return 0
+    except subprocess.CalledProcessError as error:
+        print(f"Setup step failed: {' '.join(error.cmd)}")
+        return 1
+    finally:
+        supervisor.stop_all()
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Fixtures that start the virtual farm's ADB server on a free port and stop it afterwards.
+
+- `fake_server`: the server on a background thread over two FakePhones (protocol unit tests).
+- `farm_server`: `python -m devices.simulator --port 0` in a subprocess over the REAL Farm
+  (fidelity tests); skipped with "farm.py not built yet" while the phones do not exist.
+- `adb_command`: runs Debian's `adb -P PORT ...` against a server, with HOME in a temp dir.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from devices.simulator.serve import ServerThread
+from tests.simulator.fakes import FakeFarm
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FARM_DEVICES = 3
+FARM_SEED = 7
+
+
+def farm_is_built() -> bool:
+    return importlib.util.find_spec("devices.simulator.farm") is not None
+
+
+@pytest.fixture
+def fake_server():
+    with ServerThread(FakeFarm(devices=2)) as server:
+        yield server
+
+
+@dataclass
+class FarmProcess:
+    port: int
+    process: subprocess.Popen
+    serials: list[str]
+
+
+@pytest.fixture(scope="session")
+def farm_server(tmp_path_factory):
+    if not farm_is_built():
+        pytest.skip("farm.py not built yet")
+    log_path = tmp_path_factory.mktemp("farm") / "farm.log"
+    log = log_path.open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "devices.simulator", "--devices", str(FARM_DEVICES),
+         "--port", "0", "--seed", str(FARM_SEED)],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        port = _read_announced_port(process, log_path)
+        import adbutils
+
+        client = adbutils.AdbClient(host="127.0.0.1", port=port)
+        serials = [info.serial for info in client.list()]
+        yield FarmProcess(port=port, process=process, serials=serials)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def _read_announced_port(process: subprocess.Popen, log_path: Path, timeout: float = 120) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        match = re.search(r"listening on port (\d+)", line)
+        if match:
+            return int(match.group(1))
+    raise RuntimeError(f"the farm did not start; its log says:\n{log_path.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def adb_binary():
+    path = shutil.which("adb")
+    if path is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("Debian's adb is required in CI (apt-get install adb)")
+        pytest.skip("Debian's adb is not installed (apt-get install adb)")
+    return path
+
+
+@pytest.fixture
+def adb_command(adb_binary, tmp_path):
+    """adb_command(port, *args, check=True) -> CompletedProcess (bytes stdout/stderr)."""
+    home = tmp_path / "adb-home"
+    home.mkdir()
+    env = dict(os.environ, HOME=str(home), ADB_VENDOR_KEYS=str(home))
+    env.pop("ANDROID_SERIAL", None)
+
+    def run(port: int, *args: str, check: bool = True, timeout: float = 30):
+        result = subprocess.run([adb_binary, "-P", str(port), *args], env=env,
+                                stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"adb {' '.join(args)} failed ({result.returncode}): "
+                                 f"{result.stdout[-2000:]!r} {result.stderr[-2000:]!r}")
+        return result
+
+    return run
+
+
+def raw_request(port: int, payload: bytes, read_until_close: bool = True,
+                timeout: float = 5) -> bytes:
+    """Send raw bytes to the server and return everything it answers until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(payload)
+        chunks = []
+        while read_until_close:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def smart_request(text: str) -> bytes:
+    data = text.encode()
+    return b"%04x" % len(data) + data

@@ -1,0 +1,74 @@
+"""The real Redis channel layer and a real Celery worker process."""
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings as django_settings
+from django.contrib.auth.models import Group, User
+from django_celery_results.models import TaskResult
+
+from flywheel.asgi import application
+from flywheel.consumers import notify_dashboard
+
+
+def session_cookie_for(user):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return f"{django_settings.SESSION_COOKIE_NAME}={client.cookies[django_settings.SESSION_COOKIE_NAME].value}"
+
+
+def make_user(role):
+    user = User.objects.create_user(username=f"ws-{role}", password="x")
+    user.groups.add(Group.objects.get_or_create(name=role)[0])
+    return user
+
+
+async def connect(cookie=None):
+    headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+    if cookie:
+        headers.append((b"cookie", cookie.encode()))
+    communicator = WebsocketCommunicator(application, "/ws/dashboard/", headers=headers)
+    connected, code = await communicator.connect()
+    return communicator, connected, code
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_dashboard_websocket_checks_roles_and_relays_events():
+    _, connected, code = await connect()
+    assert not connected and code == 4401
+
+    annotator = await sync_to_async(make_user)("annotator")
+    _, connected, code = await connect(await sync_to_async(session_cookie_for)(annotator))
+    assert not connected and code == 4403
+
+    manager = await sync_to_async(make_user)("manager")
+    communicator, connected, _ = await connect(await sync_to_async(session_cookie_for)(manager))
+    assert connected
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "hello"
+    # Sent from synchronous code, through Redis, to the open socket.
+    await sync_to_async(notify_dashboard)({"pool": "sft", "size": 3})
+    message = await communicator.receive_json_from(timeout=5)
+    assert message == {"type": "event", "event": {"pool": "sft", "size": 3}}
+    await communicator.disconnect()
+
+
+@pytest.mark.worker
+def test_a_real_worker_runs_a_task_and_stores_its_result(celery_worker_process):
+    from flywheel.tasks import ping
+
+    result = ping.delay("test-suite")
+    value = result.get(timeout=60)
+    assert value["pong"] == "test-suite"
+    stored = TaskResult.objects.get(task_id=result.id)
+    assert stored.status == "SUCCESS" and "test-suite" in stored.result
+
+
+@pytest.mark.worker
+def test_healthz_sees_the_worker(celery_worker_process, client, settings):
+    settings.ADB_SERVERS = []
+    body = client.get("/healthz").json()
+    assert body["components"]["celery"]["ok"], body
+    assert body["status"] == "ok"
