@@ -70,3 +70,72 @@ class Lease(models.Model):
     @property
     def is_live(self):
         return self.released_at is None and self.expires_at > timezone.now()
+
+
+class WorkItem(models.Model):
+    """Work waiting for a phone. An idle phone pulls the next item its profile satisfies."""
+
+    STATUSES = [("queued", "Queued"), ("assigned", "Assigned"), ("done", "Done"),
+                ("failed", "Failed"), ("cancelled", "Cancelled")]
+    kind = models.CharField(max_length=40, help_text="what the holder will do, e.g. 'collect'")
+    payload = models.JSONField(default=dict, blank=True, help_text="opaque to this layer")
+    requirements = models.JSONField(default=dict, blank=True,
+                                    help_text="apps, accounts, resolution class, device type")
+    priority = models.IntegerField(default=0)
+    status = models.CharField(max_length=10, choices=STATUSES, default="queued", db_index=True)
+    device = models.ForeignKey(Device, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="work_items")
+    preferred_device = models.ForeignKey(Device, null=True, blank=True, on_delete=models.SET_NULL,
+                                         related_name="+")
+    attempts = models.PositiveSmallIntegerField(default=0)
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    assigned_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-priority", "created_at"]
+
+    def __str__(self):
+        return f"{self.kind} #{self.pk} ({self.status})"
+
+
+class SafetyRule(models.Model):
+    """A rule of the safety audit (§3.3.1). Rules are data: admins edit them in the admin."""
+
+    CATEGORIES = [("payment", "Payment"), ("privacy", "Private data"),
+                  ("irreversible", "Irreversible operation"), ("permission", "Sensitive permission"),
+                  ("prohibited", "Prohibited content")]
+    name = models.CharField(max_length=100, unique=True)
+    category = models.CharField(max_length=15, choices=CATEGORIES)
+    enabled = models.BooleanField(default=True)
+    action_types = models.JSONField(default=list, blank=True,
+                                    help_text="actions it applies to; empty = every screen-touching action")
+    element_patterns = models.JSONField(default=list, blank=True,
+                                        help_text="regexes over the hit element's text/desc/resource-id")
+    page_patterns = models.JSONField(default=list, blank=True,
+                                     help_text="regexes over the page's text; all must match")
+    typed_text_patterns = models.JSONField(default=list, blank=True,
+                                           help_text="regexes over text being typed or noted")
+    reason = models.CharField(max_length=200)
+
+    class Meta:
+        ordering = ["category", "name"]
+
+    def __str__(self):
+        return self.name
+
+
+class AuditEvent(models.Model):
+    """A decision of the safety audit that blocked an action (allowed actions are on their step)."""
+
+    device = models.ForeignKey(Device, null=True, on_delete=models.SET_NULL, related_name="audit_events")
+    holder = models.CharField(max_length=200, blank=True)
+    action = models.JSONField()
+    rule = models.ForeignKey(SafetyRule, null=True, on_delete=models.SET_NULL)
+    reason = models.CharField(max_length=300)
+    element = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]

@@ -6,31 +6,49 @@ import adbutils
 from django.conf import settings
 from django.utils import timezone
 
+from .health import check_device
 from .models import Device
+from .phone import PhoneConnection, PhoneUnavailable, adb_client
 
 log = logging.getLogger(__name__)
 
 
-def _client(address):
-    host, _, port = address.rpartition(":")
-    return adbutils.AdbClient(host=host or "127.0.0.1", port=int(port), socket_timeout=10)
-
-
-def read_phone_facts(device):
-    """What a phone says about itself over ADB (model, OS, resolution, apps, battery)."""
-    props = device.shell("getprop ro.product.model; getprop ro.build.version.release")
-    model, _, os_version = props.strip().partition("\n")
-    size = re.search(r"(\d+)x(\d+)", device.shell("wm size"))
+def read_phone_facts(phone: PhoneConnection) -> dict:
+    """What a phone says about itself over ADB: the facts of its readiness profile."""
+    props = phone.shell("getprop ro.product.model; getprop ro.build.version.release; "
+                        "getprop ro.build.characteristics")
+    model, os_version, characteristics = (props.split("\n") + ["", "", ""])[:3]
+    size = re.search(r"(\d+)x(\d+)", phone.shell("wm size"))
     packages = sorted(p.removeprefix("package:").strip()
-                      for p in device.shell("pm list packages").splitlines() if p.strip())
-    battery = re.search(r"level:\s*(\d+)", device.shell("dumpsys battery"))
+                      for p in phone.shell("pm list packages").splitlines() if p.strip())
+    battery = re.search(r"level:\s*(\d+)", phone.shell("dumpsys battery"))
+    accounts = re.findall(r"Account \{name=([^,]+), type=([^}]+)\}", phone.shell("dumpsys account"))
+    wifi = phone.shell("settings get global wifi_on").strip()
+    data = phone.shell("settings get global mobile_data").strip()
     return {
         "model": model.strip(),
         "os_version": os_version.strip(),
+        "device_type": "tablet" if "tablet" in characteristics else "phone",
         "resolution": f"{size.group(1)}x{size.group(2)}" if size else "",
         "installed_apps": packages,
+        "accounts": sorted({f"{kind}:{name}" for name, kind in accounts}),
         "battery": int(battery.group(1)) if battery else None,
+        "network": {"wifi": wifi == "1", "data": data == "1"},
     }
+
+
+def register_phone(address, serial):
+    """Create or refresh one phone's record; a phone that was away is re-admitted by a check."""
+    phone = PhoneConnection(address, serial)
+    facts = read_phone_facts(phone)
+    record, created = Device.objects.get_or_create(serial=serial, adb_server=address)
+    for name, value in facts.items():
+        setattr(record, name, value)
+    record.last_seen = timezone.now()
+    record.save()
+    if created or record.status in ("offline", "unhealthy"):
+        record = check_device(record)
+    return record
 
 
 def discover_devices(addresses=None):
@@ -39,19 +57,14 @@ def discover_devices(addresses=None):
     for address in addresses or settings.ADB_SERVERS:
         seen = []
         try:
-            for info in _client(address).list():
+            for info in adb_client(address).list():
                 if info.state != "device":
                     continue
-                device = _client(address).device(serial=info.serial)
-                facts = read_phone_facts(device)
-                record, _ = Device.objects.get_or_create(serial=info.serial, adb_server=address)
-                for name, value in facts.items():
-                    setattr(record, name, value)
-                record.last_seen = timezone.now()
-                record.consecutive_failures = 0
-                if record.status == "offline":
-                    record.status = "idle"
-                record.save()
+                try:
+                    register_phone(address, info.serial)
+                except PhoneUnavailable as error:
+                    log.warning("phone %s@%s did not answer: %s", info.serial, address, error)
+                    continue
                 seen.append(info.serial)
             summary["servers"][address] = {"ok": True, "phones": len(seen)}
         except (adbutils.AdbError, OSError) as error:

@@ -20,6 +20,8 @@ app.conf.task_routes = {
 }
 app.conf.beat_schedule = {
     "devices-discover": {"task": "devices.tasks.discover_devices", "schedule": 60.0},
+    "devices-health": {"task": "devices.tasks.check_health", "schedule": 30.0},
+    "devices-expire-leases": {"task": "devices.tasks.expire_leases", "schedule": 10.0},
     "flywheel-heartbeat": {"task": "flywheel.tasks.heartbeat", "schedule": 30.0},
 }
 app.autodiscover_tasks()

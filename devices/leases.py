@@ -1,0 +1,81 @@
+"""Leases: exactly one holder controls a phone; a holder that dies frees it on expiry.
+
+The database guarantees exclusivity (a partial unique index on open leases), so concurrent
+requests from many processes can never both win.
+"""
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from .models import Device, Lease
+
+DEFAULT_TTL = timedelta(seconds=60)
+LEASABLE = ("idle", "leased")
+
+
+class LeaseRefused(Exception):
+    pass
+
+
+def expire_stale_leases(device=None):
+    """Release every open lease past its expiry (beat runs this; acquire does it per phone)."""
+    now = timezone.now()
+    stale = Lease.objects.filter(released_at__isnull=True, expires_at__lte=now)
+    if device is not None:
+        stale = stale.filter(device=device)
+    device_ids = list(stale.values_list("device_id", flat=True))
+    count = stale.update(released_at=now)
+    Device.objects.filter(id__in=device_ids, status="leased").update(status="idle")
+    return count
+
+
+def acquire(device, holder, user=None, ttl=DEFAULT_TTL, purpose="", force=False):
+    """Take the phone for `holder`, or raise LeaseRefused saying who holds it.
+
+    `force` (admins only) ends the current holder's lease first.
+    """
+    if device.status not in LEASABLE and not force:
+        raise LeaseRefused(f"{device.serial} is {device.get_status_display().lower()}")
+    expire_stale_leases(device)
+    now = timezone.now()
+    if force:
+        Lease.objects.filter(device=device, released_at__isnull=True).update(released_at=now)
+    try:
+        with transaction.atomic():
+            lease = Lease.objects.create(device=device, holder=holder, user=user, purpose=purpose,
+                                         expires_at=now + ttl)
+    except IntegrityError:
+        current = Lease.objects.filter(device=device, released_at__isnull=True).first()
+        raise LeaseRefused(f"{device.serial} is held by {current.holder if current else 'someone'}")
+    Device.objects.filter(pk=device.pk, status="idle").update(status="leased")
+    return lease
+
+
+def heartbeat(lease, ttl=DEFAULT_TTL):
+    """Extend a live lease; False when it has already expired or been released."""
+    now = timezone.now()
+    extended = Lease.objects.filter(pk=lease.pk, released_at__isnull=True,
+                                    expires_at__gt=now).update(expires_at=now + ttl)
+    if extended:
+        lease.expires_at = now + ttl
+    return bool(extended)
+
+
+def release(lease):
+    now = timezone.now()
+    released = Lease.objects.filter(pk=lease.pk, released_at__isnull=True).update(released_at=now)
+    if released:
+        Device.objects.filter(pk=lease.device_id, status="leased").update(status="idle")
+    lease.released_at = lease.released_at or now
+    return bool(released)
+
+
+def current_lease(device):
+    lease = Lease.objects.filter(device=device, released_at__isnull=True).first()
+    return lease if lease and lease.is_live else None
+
+
+def holds(device, holder):
+    lease = current_lease(device)
+    return lease is not None and lease.holder == holder

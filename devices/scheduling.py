@@ -1,0 +1,68 @@
+"""Device-pull scheduling: an idle phone pulls the next work item its profile satisfies."""
+from django.db.models import Q
+from django.utils import timezone
+
+from .leases import LeaseRefused, acquire, release
+from .models import Device, WorkItem
+from .profiles import satisfies
+
+
+def enqueue(kind, payload=None, requirements=None, priority=0, preferred_device=None):
+    return WorkItem.objects.create(kind=kind, payload=payload or {}, requirements=requirements or {},
+                                   priority=priority, preferred_device=preferred_device)
+
+
+def _claim(item, device):
+    """Atomically move a queued item to `device`; False when another phone got it first."""
+    return WorkItem.objects.filter(pk=item.pk, status="queued").update(
+        status="assigned", device=device, assigned_at=timezone.now(),
+        attempts=item.attempts + 1) == 1
+
+
+def pull_next(device, kinds=None, scan_limit=200):
+    """The next queued item this phone can do, claimed for it; None when there is none.
+
+    Items that prefer another phone are left for it while that phone is usable.
+    """
+    profile = device.readiness_profile
+    queued = WorkItem.objects.filter(status="queued").filter(
+        Q(preferred_device__isnull=True) | Q(preferred_device=device)
+        | ~Q(preferred_device__status__in=["idle", "leased"]))
+    if kinds:
+        queued = queued.filter(kind__in=kinds)
+    for item in queued.order_by("-priority", "created_at")[:scan_limit]:
+        if satisfies(profile, item.requirements) and _claim(item, device):
+            item.refresh_from_db()
+            return item
+    return None
+
+
+def pull_work_with_lease(holder, kinds=None, devices=None, user=None):
+    """Find an idle phone that can take queued work, lease it and claim the item.
+
+    Returns (lease, item) or (None, None). A worker calls this in its loop.
+    """
+    candidates = devices if devices is not None else Device.objects.filter(status="idle")
+    for device in candidates:
+        if not WorkItem.objects.filter(status="queued").exists():
+            return None, None
+        try:
+            lease = acquire(device, holder=holder, user=user, purpose="work")
+        except LeaseRefused:
+            continue
+        item = pull_next(device, kinds=kinds)
+        if item is not None:
+            return lease, item
+        release(lease)
+    return None, None
+
+
+def finish(item, ok=True, note=""):
+    WorkItem.objects.filter(pk=item.pk).update(
+        status="done" if ok else "failed", finished_at=timezone.now(), note=note)
+
+
+def requeue_work_of(device, reason):
+    """Spare rotation: a phone's unfinished work goes back to the queue for a matching spare."""
+    return WorkItem.objects.filter(device=device, status="assigned").update(
+        status="queued", device=None, note=reason)
