@@ -1,0 +1,53 @@
+"""The rules of the three data pools (§2.4.3), as pure functions."""
+
+RETIRE, KEEP, LEAVE = "retire", "keep", "leave"
+
+# Only these may enter the SFT pool (purity first).
+SFT_INTAKES = ("htsc_true", "adjudicated", "ecdm_repaired")
+
+
+def sft_intake_allowed(intake: str) -> bool:
+    return intake in SFT_INTAKES
+
+
+def rl_pool_metabolism(rollout_verdicts: list[str]) -> str:
+    """Phase 1 metabolism after G rollouts of the current model over one query.
+
+    All True → retire (mastered); all False → leave the pool (failures go to the ECDM);
+    mixed → keep (the capability boundary). Env_ERROR rollouts measure the environment, not the
+    model, so they are left out; a group with no scorable rollout is kept for another try.
+    """
+    scored = [v for v in rollout_verdicts if v in ("true", "false")]
+    if not scored:
+        return KEEP
+    if all(v == "true" for v in scored):
+        return RETIRE
+    if all(v == "false" for v in scored):
+        return LEAVE
+    return KEEP
+
+
+def phase0_prescreen(tier: str, step_depth: int, cross_app: bool, function_count: int,
+                     min_depth: int = 8) -> list[str]:
+    """Phase 0 bootstrap: the objective difficulty features that qualify a query for the RL pool.
+
+    Returns the features it has (empty: not banked): tier L2/L3, large step depth, cross-app
+    linkage, multi-function combination.
+    """
+    features = []
+    if tier in ("L2", "L3"):
+        features.append(f"tier {tier}")
+    if step_depth >= min_depth:
+        features.append(f"depth {step_depth}")
+    if cross_app:
+        features.append("cross-app")
+    if function_count > 1:
+        features.append("multi-function")
+    return features
+
+
+def rl_uniform_intake_gate(rollout_verdicts: list[str]) -> bool:
+    """Phase 1 gate for every channel: admit only queries in the current policy's middle band
+    (neither all-true nor all-false)."""
+    return rl_pool_metabolism(rollout_verdicts) == KEEP and any(
+        v in ("true", "false") for v in rollout_verdicts)
