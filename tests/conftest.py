@@ -154,3 +154,20 @@ def browser(monkeypatch):
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"])
         yield instance
         instance.close()
+
+
+@pytest.fixture(scope="session")
+def virtual_farm(tmp_path_factory):
+    """Three virtual phones behind a real ADB server on a free port, for the whole session."""
+    from tests.farm import running_farm
+
+    with running_farm(devices=3, log_path=tmp_path_factory.mktemp("farm") / "farm.log") as farm:
+        yield farm
+
+
+@pytest.fixture
+def farm_settings(virtual_farm, settings, monkeypatch):
+    """Point the console (this process and the processes it starts) at the virtual farm."""
+    settings.ADB_SERVERS = [virtual_farm.address]
+    monkeypatch.setenv("ADB_SERVERS", virtual_farm.address)
+    return virtual_farm
