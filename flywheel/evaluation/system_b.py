@@ -1,0 +1,42 @@
+"""System B: milestone decomposition (§2.4.2; Xiaomi-GUI-0 §5.3.2's executable rules).
+
+The query's ordered subgoals are checked over the screens of the trajectory by rules on the UI
+hierarchy (text, resource-id, content-desc, XPath); each must hold at a step at or after the
+previous one. Then a global judgment: every milestone reached and the trajectory ended by
+declaring success.
+"""
+from . import SystemVote
+from .screens import find
+from .trajectory_view import TrajectoryView
+
+
+def milestone_progress(view: TrajectoryView, milestones: list) -> list:
+    """For each milestone in order, the index of the screen where it first held after the last."""
+    screens = view.screens()
+    reached, cursor = [], 0
+    for milestone in milestones:
+        hit = next((i for i in range(cursor, len(screens)) if find(screens[i], milestone)), None)
+        reached.append(hit)
+        if hit is None:
+            break
+        cursor = hit
+    return reached
+
+
+def system_b_vote(view: TrajectoryView) -> SystemVote:
+    milestones = view.verification.get("milestones") or []
+    if not milestones:
+        return SystemVote("B", "abstain", "no milestones for this query")
+    reached = milestone_progress(view, milestones)
+    details = {"reached": [{"name": m.get("name", ""), "at": r} for m, r in zip(milestones, reached)]}
+    missing = [m.get("name") or str(m) for m, r in zip(milestones, reached) if r is None]
+    if len(reached) < len(milestones):
+        missing += [m.get("name") or str(m) for m in milestones[len(reached):]]
+    if missing:
+        return SystemVote("B", "false", f"milestone not reached: {missing[0]}", details=details)
+    last = view.last_action or {}
+    if last.get("action") == "terminate" and last.get("status") == "failure":
+        return SystemVote("B", "false", "all milestones seen, but the agent declared failure",
+                          details=details)
+    return SystemVote("B", "true", f"all {len(milestones)} milestones reached in order",
+                      details=details)

@@ -1,0 +1,88 @@
+"""System C: overall-path plausibility (§2.4.2), by rules when no LLM judge is configured.
+
+Looks at the action–observation history for: environmental interference (pop-up interception,
+network failure, missing permission, crash) → Env_ERROR; pseudo-completion (success declared
+while the goal state is not on screen), an unbroken loop at the end, or a meaningless detour far
+longer than the known shortest path → False; otherwise True.
+"""
+from . import SystemVote
+from .screens import find, screen_text
+from .trajectory_view import TrajectoryView
+
+INTERFERENCE = {
+    "keeps stopping": "app crash", "isn't responding": "app not responding",
+    "network unavailable": "network failure", "no internet connection": "network failure",
+    "allow access": "permission dialog", "permission_allow_button": "permission dialog",
+}
+LOOP_LENGTH = 3          # this many identical consecutive actions on an unchanged screen
+DETOUR_FACTOR = 3        # steps beyond this multiple of the shortest known path
+
+
+def same_action(a: dict, b: dict, tolerance=24) -> bool:
+    if not a or not b or a.get("action") != b.get("action"):
+        return False
+    for key in ("point", "start", "end"):
+        if key in a or key in b:
+            pa, pb = a.get(key), b.get(key)
+            if not pa or not pb or abs(pa[0] - pb[0]) > tolerance or abs(pa[1] - pb[1]) > tolerance:
+                return False
+    return all(a.get(k) == b.get(k) for k in ("text", "button", "direction", "app"))
+
+
+def trailing_loop(view: TrajectoryView) -> int:
+    """Length of the run of repeated actions on an unchanged screen that ends the trajectory."""
+    acting = [s for s in view.steps if s.action and s.action.get("action") != "terminate"]
+    run = 1
+    for previous, current in zip(reversed(acting[:-1]), reversed(acting[1:])):
+        if same_action(previous.action, current.action) and previous.hierarchy == current.hierarchy:
+            run += 1
+        else:
+            break
+    return run if acting else 0
+
+
+def interference_seen(view: TrajectoryView) -> str:
+    """An environmental obstacle on the final screens that the agent never got past."""
+    for xml in view.screens()[-2:]:
+        lowered = (xml or "").lower()
+        for marker, cause in INTERFERENCE.items():
+            if marker in lowered:
+                return cause
+    return ""
+
+
+def goal_on_screen(view: TrajectoryView) -> bool | None:
+    """Whether the final screen shows the goal state (None when nothing says what it looks like)."""
+    milestones = view.verification.get("milestones") or []
+    if not milestones:
+        return None
+    return bool(find(view.final_hierarchy or (view.steps[-1].hierarchy if view.steps else ""),
+                     milestones[-1]))
+
+
+def system_c_vote(view: TrajectoryView) -> SystemVote:
+    if not view.steps:
+        return SystemVote("C", "false", "the trajectory has no steps")
+    cause = interference_seen(view)
+    if cause:
+        return SystemVote("C", "env_error", f"blocked by {cause}", details={"environment": cause})
+    last = view.last_action or {}
+    claims_success = last.get("action") == "terminate" and last.get("status") == "success"
+    on_screen = goal_on_screen(view)
+    if claims_success and on_screen is False:
+        return SystemVote("C", "false", "pseudo-completion: success declared but the goal state "
+                                        "is not on the final screen")
+    loop = trailing_loop(view)
+    if loop >= LOOP_LENGTH:
+        return SystemVote("C", "false", f"stuck in a loop: the same action {loop} times on an "
+                                        "unchanged screen", details={"loop": loop})
+    shortest = len((view.known_path or {}).get("steps") or [])
+    taken = sum(1 for s in view.steps if s.action)
+    if shortest and taken > DETOUR_FACTOR * shortest + 2:
+        return SystemVote("C", "false", f"meaningless detour: {taken} steps for a path of {shortest}",
+                          details={"taken": taken, "shortest": shortest})
+    if not claims_success:
+        return SystemVote("C", "false", f"ended without declaring success ({last.get('action', 'no action')})")
+    words = len(screen_text(view.final_hierarchy).split())
+    return SystemVote("C", "true", f"coherent progress over {taken} steps",
+                      details={"taken": taken, "final_screen_words": words})

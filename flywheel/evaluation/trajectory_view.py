@@ -1,0 +1,35 @@
+"""What the judges see of a trajectory: its steps as plain records (from the DB or built in tests)."""
+from dataclasses import dataclass, field
+
+
+@dataclass
+class StepView:
+    index: int
+    hierarchy: str                  # uiautomator XML of the screen the action was taken on
+    action: dict | None             # the executed action (pixels)
+    cot: dict = field(default_factory=dict)
+    package: str = ""
+    masked: bool = False
+
+
+@dataclass
+class TrajectoryView:
+    goal: str
+    steps: list                     # [StepView]
+    final_hierarchy: str = ""       # the screen after the last action
+    verification: dict = field(default_factory=dict)
+    known_path: dict | None = None
+
+    @property
+    def last_action(self):
+        for step in reversed(self.steps):
+            if step.action:
+                return step.action
+        return None
+
+    def screens(self):
+        """Every screen seen, in order, ending with the final one."""
+        seen = [step.hierarchy for step in self.steps]
+        if self.final_hierarchy:
+            seen.append(self.final_hierarchy)
+        return seen

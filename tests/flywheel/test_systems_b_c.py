@@ -1,0 +1,80 @@
+"""Systems B and C on crafted trajectories: success, wrong state, pseudo-completion, loop, pop-up."""
+from flywheel.evaluation.system_b import system_b_vote
+from flywheel.evaluation.system_c import system_c_vote
+from flywheel.evaluation.trajectory_view import StepView, TrajectoryView
+
+
+def screen(*texts, rid=""):
+    nodes = "".join(
+        f'<node index="{i}" text="{t}" resource-id="{rid}" class="android.widget.TextView" '
+        f'package="p" content-desc="" bounds="[0,{i * 100}][1080,{i * 100 + 100}]" />'
+        for i, t in enumerate(texts))
+    return f'<?xml version="1.0" ?><hierarchy rotation="0">{nodes}</hierarchy>'
+
+
+HOME, SETTINGS, WLAN, MAC = (screen("Settings", "Notes"), screen("WLAN", "Bluetooth"),
+                             screen("Advanced", "Saved networks"), screen("MAC address", "02:00:00:44:55:66"))
+SPEC = {"milestones": [{"name": "settings", "text": "WLAN"}, {"name": "wlan", "text": "Advanced"},
+                       {"name": "mac", "text": "MAC address"}]}
+PATH = {"steps": [{"action": "click"}] * 4}
+
+
+def click(x, y):
+    return {"action": "click", "point": [x, y]}
+
+
+def view(steps, final, spec=SPEC):
+    return TrajectoryView(goal="show my MAC address", steps=[
+        StepView(index=i, hierarchy=h, action=a) for i, (h, a) in enumerate(steps)],
+        final_hierarchy=final, verification=spec, known_path=PATH)
+
+
+DONE = {"action": "terminate", "status": "success"}
+SUCCESS = view([(HOME, click(10, 10)), (SETTINGS, click(10, 10)), (WLAN, click(10, 10)), (MAC, DONE)], MAC)
+
+
+def test_success():
+    assert system_b_vote(SUCCESS).vote == "true"
+    assert system_c_vote(SUCCESS).vote == "true"
+
+
+def test_wrong_final_state():
+    wrong = view([(HOME, click(10, 10)), (SETTINGS, click(10, 150)), (screen("Bluetooth"), DONE)],
+                 screen("Bluetooth"))
+    vote = system_b_vote(wrong)
+    assert vote.vote == "false" and "wlan" in vote.rationale
+
+
+def test_milestones_must_come_in_order():
+    backwards = view([(MAC, click(1, 1)), (WLAN, click(1, 1)), (SETTINGS, DONE)], SETTINGS)
+    assert system_b_vote(backwards).vote == "false"
+
+
+def test_pseudo_completion():
+    pseudo = view([(HOME, click(10, 10)), (SETTINGS, click(10, 10)), (WLAN, DONE)], WLAN)
+    vote = system_c_vote(pseudo)
+    assert vote.vote == "false" and "pseudo-completion" in vote.rationale
+
+
+def test_a_loop():
+    stuck = view([(HOME, click(10, 10))] + [(SETTINGS, click(500, 700))] * 4 + [(SETTINGS, DONE)],
+                 SETTINGS, spec={})
+    vote = system_c_vote(stuck)
+    assert vote.vote == "false" and "loop" in vote.rationale
+
+
+def test_a_meaningless_detour():
+    detour = view([(HOME, click(10, i * 30)) for i in range(20)] + [(MAC, DONE)], MAC)
+    vote = system_c_vote(detour)
+    assert vote.vote == "false" and "detour" in vote.rationale
+
+
+def test_a_popup_blocked_run_is_env_error():
+    popup = screen("Allow Notes to access photos?", "Allow", "Don't allow",
+                   rid="com.android.permissioncontroller:id/permission_allow_button")
+    blocked = view([(HOME, click(10, 10)), (popup, click(10, 10)), (popup, DONE)], popup)
+    assert system_c_vote(blocked).vote == "env_error"
+
+
+def test_abstains_without_milestones():
+    assert system_b_vote(view([(HOME, DONE)], HOME, spec={})).vote == "abstain"
