@@ -9,6 +9,7 @@ import benchmark.api
 import devices.api
 import flywheel.api
 import training.api
+from annotation import adjudication_views
 from annotation import views as annotation_views
 from devices import views as device_views
 
@@ -32,9 +33,21 @@ urlpatterns = [
     path("queries/import/", query_views.query_import, name="query-import"),
     path("queries/export.jsonl", query_views.query_export, name="query-export"),
     path("queue/", annotation_views.my_queue, name="my-queue"),
-    path("adjudication/", annotation_views.adjudication_queue, name="adjudication-queue"),
+    path("adjudication/", adjudication_views.adjudication_queue, name="adjudication-queue"),
+    path("adjudication/next/", adjudication_views.adjudicate_next, name="adjudicate-next"),
+    path("adjudication/<int:trajectory_id>/", adjudication_views.adjudicate, name="adjudicate"),
+    path("adjudication/<int:trajectory_id>/decide/", adjudication_views.decide, name="adjudicate-decide"),
+    path("adjudication/<int:trajectory_id>/release/", adjudication_views.release_claim,
+         name="adjudicate-release"),
     path("devices/", device_views.device_list, name="device-list"),
     path("devices/discover/", device_views.device_discover, name="device-discover"),
+    path("devices/<int:device_id>/", device_views.device_detail, name="device-detail"),
+    path("devices/serial/<str:serial>/", device_views.device_by_serial, name="device-by-serial"),
+    path("devices/<int:device_id>/take/", device_views.device_take_control, name="device-take"),
+    path("devices/<int:device_id>/release/", device_views.device_release_control, name="device-release"),
+    path("devices/<int:device_id>/reset/", device_views.device_reset, name="device-reset"),
+    path("devices/<int:device_id>/quarantine/", device_views.device_quarantine, name="device-quarantine"),
+    path("devices/<int:device_id>/readmit/", device_views.device_readmit, name="device-readmit"),
     path("api/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

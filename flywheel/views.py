@@ -6,6 +6,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_celery_results.models import TaskResult
 
+from .calibration import consensus_rate_by_day, system_agreement
 from .dashboard import dashboard_counts
 from .health import system_health
 from accounts.roles import ADJUDICATOR, ADMIN, ANNOTATOR, MANAGER, role_required, user_roles
@@ -26,7 +27,9 @@ def home(request):
 
 @role_required(MANAGER)
 def dashboard(request):
-    return render(request, "flywheel/dashboard.html", {"counts": dashboard_counts()})
+    return render(request, "flywheel/dashboard.html", {
+        "counts": dashboard_counts(), "agreement": system_agreement(),
+        "consensus": consensus_rate_by_day()})
 
 
 @role_required(MANAGER)

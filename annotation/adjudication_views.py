@@ -1,0 +1,107 @@
+"""Adjudication pages: the Undetermined queue and the keyboard-driven step player."""
+import struct
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from accounts.roles import ADJUDICATOR, role_required
+from devices.uitree import node_at, parse_hierarchy
+from flywheel.blobs import read_blob
+from flywheel.models import Trajectory
+
+from . import adjudication
+
+
+def _png_size(name):
+    try:
+        header = read_blob(name)[:24]
+        return struct.unpack(">II", header[16:24]) if header[:8] == b"\x89PNG\r\n\x1a\n" else None
+    except (OSError, struct.error):
+        return None
+
+
+def player_steps(trajectory):
+    """What the step player shows for each step: before/after frames, reasoning, overlay."""
+    steps = list(trajectory.steps.order_by("index"))
+    frames = []
+    for position, step in enumerate(steps):
+        action = step.executed_action or {}
+        size = _png_size(step.screenshot.name) if step.screenshot else None
+        element = None
+        if step.hierarchy and action.get("point"):
+            try:
+                xml = read_blob(step.hierarchy.name).decode("utf-8", "replace")
+                node = node_at(parse_hierarchy(xml), *action["point"])
+                element = node.describe() if node else None
+            except OSError:
+                element = None
+        after = steps[position + 1] if position + 1 < len(steps) else None
+        frames.append({
+            "step": step, "action": action, "size": size, "element": element,
+            "before": step.screenshot.url if step.screenshot else "",
+            "after": after.screenshot.url if after and after.screenshot else "",
+        })
+    return frames
+
+
+@role_required(ADJUDICATOR)
+def adjudication_queue(request):
+    waiting = adjudication.waiting_for_adjudication().select_related("query", "device").prefetch_related(
+        "votes", "adjudications__adjudicator")
+    return render(request, "annotation/adjudication_queue.html", {"trajectories": waiting[:200]})
+
+
+@role_required(ADJUDICATOR)
+@require_POST
+def adjudicate_next(request):
+    claimed = adjudication.next_for(request.user)
+    if claimed is None:
+        messages.info(request, "Nothing is waiting for adjudication.")
+        return redirect("adjudication-queue")
+    return redirect("adjudicate", trajectory_id=claimed.trajectory_id)
+
+
+@role_required(ADJUDICATOR)
+def adjudicate(request, trajectory_id):
+    trajectory = get_object_or_404(Trajectory.objects.select_related("query", "device"), pk=trajectory_id)
+    if trajectory.destination != "adjudication":
+        raise Http404("This trajectory is not waiting for adjudication.")
+    try:
+        claim = adjudication.claim(trajectory.pk, request.user)
+    except adjudication.ClaimRefused as refusal:
+        messages.error(request, f"Can't open it: {refusal}.")
+        return redirect("adjudication-queue")
+    return render(request, "annotation/adjudicate.html", {
+        "trajectory": trajectory, "claim": claim, "votes": trajectory.votes.order_by("system"),
+        "verdict": trajectory.verdicts.order_by("-created_at").first(),
+        "frames": player_steps(trajectory),
+    })
+
+
+@role_required(ADJUDICATOR)
+@require_POST
+def decide(request, trajectory_id):
+    decision, note = request.POST.get("decision", ""), request.POST.get("note", "").strip()
+    try:
+        adjudication.decide(trajectory_id, request.user, decision, note)
+    except adjudication.ClaimRefused as refusal:
+        messages.error(request, f"Not recorded: {refusal}.")
+        return redirect("adjudication-queue")
+    except ValueError as error:
+        messages.error(request, str(error))
+        return redirect("adjudicate", trajectory_id=trajectory_id)
+    messages.success(request, f"Trajectory #{trajectory_id}: {decision} recorded.")
+    if request.POST.get("then") == "next":
+        claimed = adjudication.next_for(request.user)
+        if claimed:
+            return redirect("adjudicate", trajectory_id=claimed.trajectory_id)
+    return redirect("adjudication-queue")
+
+
+@role_required(ADJUDICATOR)
+@require_POST
+def release_claim(request, trajectory_id):
+    adjudication.release(trajectory_id, request.user)
+    return redirect("adjudication-queue")
