@@ -13,7 +13,7 @@ from annotation import adjudication_views
 from annotation import views as annotation_views
 from devices import views as device_views
 
-from . import query_views, views
+from . import pool_views, query_views, views
 
 router = DefaultRouter()
 for api_module in (flywheel.api, devices.api, benchmark.api, training.api):
@@ -32,6 +32,10 @@ urlpatterns = [
     path("queries/", query_views.query_list, name="query-list"),
     path("queries/import/", query_views.query_import, name="query-import"),
     path("queries/export.jsonl", query_views.query_export, name="query-export"),
+    path("ledger/", pool_views.ledger, name="ledger"),
+    path("ledger/runs/<int:run_id>/", pool_views.ledger_run, name="ledger-run"),
+    path("ledger/unattached/", pool_views.ledger_run, name="ledger-unattached"),
+    path("pools/", pool_views.pools, name="pools"),
     path("queue/", annotation_views.my_queue, name="my-queue"),
     path("adjudication/", adjudication_views.adjudication_queue, name="adjudication-queue"),
     path("adjudication/next/", adjudication_views.adjudicate_next, name="adjudicate-next"),
