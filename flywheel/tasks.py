@@ -15,3 +15,21 @@ def ping(origin="unknown"):
 def heartbeat():
     """Beat's periodic pulse; later issues hang lease expiry and pool metabolism off beat too."""
     return {"at": timezone.now().isoformat()}
+
+
+@shared_task(name="flywheel.tasks.evaluate_trajectory")
+def evaluate_trajectory(trajectory_id):
+    """Judge one stored trajectory with HTSC and route it (System A abstains without its phone)."""
+    from .evaluation.pipeline import evaluate_trajectory as evaluate
+    from .models import Trajectory
+
+    verdict = evaluate(Trajectory.objects.get(pk=trajectory_id))
+    return {"trajectory": trajectory_id, "outcome": verdict.outcome}
+
+
+@shared_task(name="flywheel.tasks.evaluate_pending")
+def evaluate_pending():
+    """Route finished or interrupted trajectories that have no verdict yet, so none is lost."""
+    from .evaluation.pipeline import evaluate_pending as evaluate
+
+    return {"evaluated": evaluate()}
