@@ -24,5 +24,6 @@ app.conf.beat_schedule = {
     "devices-expire-leases": {"task": "devices.tasks.expire_leases", "schedule": 10.0},
     "flywheel-heartbeat": {"task": "flywheel.tasks.heartbeat", "schedule": 30.0},
     "flywheel-evaluate-pending": {"task": "flywheel.tasks.evaluate_pending", "schedule": 60.0},
+    "flywheel-recover-interrupted": {"task": "flywheel.tasks.recover_interrupted", "schedule": 30.0},
 }
 app.autodiscover_tasks()

@@ -6,7 +6,8 @@ stall stays a label, with the failed attempts still in its context.
 """
 
 
-def _same(a: dict | None, b: dict | None, tolerance: int = 24) -> bool:
+def same_action(a: dict | None, b: dict | None, tolerance: int = 24) -> bool:
+    """The same action type, target (within a tolerance) and arguments."""
     if not a or not b or a.get("action") != b.get("action"):
         return False
     for key in ("point", "start", "end"):
@@ -34,7 +35,7 @@ def repetition_mask(actions: list, max_group: int = 3) -> list[bool]:
             if start < 0:
                 break
             block = actions[start:i]
-            if i + size <= len(actions) and all(_same(block[k], actions[i + k]) for k in range(size)):
+            if i + size <= len(actions) and all(same_action(block[k], actions[i + k]) for k in range(size)):
                 for k in range(size):
                     masked[i + k] = True
                 i += size

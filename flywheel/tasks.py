@@ -33,3 +33,19 @@ def evaluate_pending():
     from .evaluation.pipeline import evaluate_pending as evaluate
 
     return {"evaluated": evaluate()}
+
+
+@shared_task(name="flywheel.tasks.collect_on_host", acks_late=True)
+def collect_on_host(run_id, address, phones):
+    """Drive up to `phones` phones of one ADB host for a collection run (sent to that host's queue)."""
+    from .collection.runs import drive_host
+
+    return drive_host(run_id, address, phones)
+
+
+@shared_task(name="flywheel.tasks.recover_interrupted")
+def recover_interrupted():
+    """Interrupted work of dead workers: trajectories routed, work items re-queued."""
+    from .collection.runs import recover_interrupted as recover
+
+    return recover()

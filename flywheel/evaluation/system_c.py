@@ -5,6 +5,7 @@ network failure, missing permission, crash) → Env_ERROR; pseudo-completion (su
 while the goal state is not on screen), an unbroken loop at the end, or a meaningless detour far
 longer than the known shortest path → False; otherwise True.
 """
+from ..repetition import same_action
 from . import SystemVote
 from .screens import find, screen_text
 from .trajectory_view import TrajectoryView
@@ -16,17 +17,6 @@ INTERFERENCE = {
 }
 LOOP_LENGTH = 3          # this many identical consecutive actions on an unchanged screen
 DETOUR_FACTOR = 3        # steps beyond this multiple of the shortest known path
-
-
-def same_action(a: dict, b: dict, tolerance=24) -> bool:
-    if not a or not b or a.get("action") != b.get("action"):
-        return False
-    for key in ("point", "start", "end"):
-        if key in a or key in b:
-            pa, pb = a.get(key), b.get(key)
-            if not pa or not pb or abs(pa[0] - pb[0]) > tolerance or abs(pa[1] - pb[1]) > tolerance:
-                return False
-    return all(a.get(k) == b.get(k) for k in ("text", "button", "direction", "app"))
 
 
 def trailing_loop(view: TrajectoryView) -> int:

@@ -1,0 +1,218 @@
+"""Collection runs: choose queries, plan work, drive phones per ADB host, count, cancel, recover.
+
+A run becomes work items (query × repeat) that carry the query's phone requirements. Each ADB
+host has its own Celery queue; the task on a host leases idle phones there and drives them
+concurrently, one thread per phone, each pulling the next item its profile satisfies.
+"""
+import logging
+import threading
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.utils import timezone
+
+from devices import health, leases, scheduling
+from devices.models import Device, Lease, WorkItem
+from devices.phone import PhoneConnection
+
+from ..models import CollectionRun, ModelVersion, Query, Trajectory
+from ..policies import OFFLINE_POLICY_NAME, policy_for
+from .engine import CollectionConfig, PhoneLost, finish_trajectory, run_trajectory
+
+log = logging.getLogger(__name__)
+LEASE_TTL = timedelta(seconds=60)
+LINES = ("automatic", "schema", "external")
+
+
+def host_queue(address: str) -> str:
+    """The Celery queue of one ADB host: its worker drives that host's phones."""
+    return "collection." + address.replace(":", "-")
+
+
+def run_kind(run) -> str:
+    return f"collect:run:{run.pk}"
+
+
+def select_queries(query_filter: dict):
+    """Queries by app, tier, tag, key, source or pool (docs: README, Collection runs)."""
+    queries = Query.objects.exclude(status="rejected")
+    if query_filter.get("apps"):
+        queries = queries.filter(app_links__app__package__in=query_filter["apps"])
+    if query_filter.get("tiers"):
+        queries = queries.filter(tier__in=query_filter["tiers"])
+    if query_filter.get("keys"):
+        queries = queries.filter(key__in=query_filter["keys"])
+    if query_filter.get("source"):
+        queries = queries.filter(source=query_filter["source"])
+    if query_filter.get("pool") == "rl":
+        queries = queries.filter(rl_entry__state__in=["banked", "active"])
+    ids = set(queries.values_list("pk", flat=True))
+    tags = query_filter.get("tags") or []
+    if tags:  # JSON list membership, portable across SQLite and PostgreSQL
+        ids = {q.pk for q in Query.objects.filter(pk__in=ids) if set(tags) & set(q.tags or [])}
+    if query_filter.get("single_app"):
+        ids = {q.pk for q in Query.objects.filter(pk__in=ids) if len(q.app_packages) == 1}
+    limit = query_filter.get("limit")
+    ordered = Query.objects.filter(pk__in=ids).order_by("key")
+    return ordered[:limit] if limit else ordered
+
+
+def default_model_version():
+    version, _ = ModelVersion.objects.get_or_create(name=OFFLINE_POLICY_NAME, defaults={"kind": "offline"})
+    return version
+
+
+def launch_run(line, query_filter=None, model_version=None, config=None, user=None, dispatch=True):
+    """Create the run and its work; hand it to the workers. Returns the run."""
+    if line not in LINES:
+        raise ValueError(f"line must be one of {LINES}")
+    config = {"phones": 4, "repeats": 1, **(config or {})}
+    with transaction.atomic():
+        run = CollectionRun.objects.create(line=line, query_filter=query_filter or {}, config=config,
+                                           model_version=model_version or default_model_version(),
+                                           created_by=user, status="queued")
+        queries = list(select_queries(query_filter or {}))
+        for repeat in range(int(config["repeats"])):
+            for query in queries:
+                requirements = dict(query.requirements or {})
+                requirements["apps"] = sorted(set(requirements.get("apps") or []) | set(query.app_packages))
+                scheduling.enqueue(run_kind(run), {"run_id": run.pk, "query_id": query.pk, "repeat": repeat},
+                                   requirements)
+        run.total = len(queries) * int(config["repeats"])
+        run.save(update_fields=["total"])
+    if dispatch:
+        transaction.on_commit(lambda: dispatch_run(run))
+    return run
+
+
+def dispatch_run(run):
+    """Send one driving task to each ADB host's queue."""
+    from ..tasks import collect_on_host
+
+    addresses = settings.ADB_SERVERS
+    per_host = max(1, int(run.config.get("phones", 4)) // max(1, len(addresses)))
+    ids = []
+    for address in addresses:
+        result = collect_on_host.apply_async((run.pk, address, per_host), queue=host_queue(address))
+        ids.append(result.id)
+    CollectionRun.objects.filter(pk=run.pk).update(celery_task_id=",".join(ids)[:64])
+    return ids
+
+
+def cancel_run(run):
+    CollectionRun.objects.filter(pk=run.pk, status__in=["queued", "running"]).update(
+        status="cancelled", finished_at=timezone.now())
+    WorkItem.objects.filter(kind=run_kind(run), status="queued").update(status="cancelled")
+
+
+def run_is_cancelled(run_id) -> bool:
+    return CollectionRun.objects.filter(pk=run_id, status="cancelled").exists()
+
+
+def refresh_progress(run_id):
+    """Counts come from the work items, so they survive restarts of the site and the workers."""
+    run = CollectionRun.objects.get(pk=run_id)
+    items = WorkItem.objects.filter(kind=run_kind(run))
+    done = items.filter(status__in=["done", "failed", "cancelled"]).count()
+    open_items = items.filter(status__in=["queued", "assigned"]).count()
+    updates = {"completed": done}
+    if run.status == "queued":
+        updates["status"] = "running"
+    if not open_items and run.status in ("queued", "running"):
+        updates.update(status="done", finished_at=timezone.now())
+    CollectionRun.objects.filter(pk=run_id).update(**updates)
+
+
+def collect_item(run, item, device, lease):
+    """One work item: a trajectory from a fresh reset to its verdict."""
+    query = Query.objects.get(pk=item.payload["query_id"])
+    trajectory = Trajectory.objects.create(query=query, run=run, device=device, line=run.line,
+                                           model_version=run.model_version, status="running")
+    WorkItem.objects.filter(pk=item.pk).update(
+        payload={**item.payload, "trajectories": [*item.payload.get("trajectories", []), trajectory.pk]})
+    phone = PhoneConnection.for_device(device)
+    config = CollectionConfig.from_dict(run.config)
+    try:
+        reason = run_trajectory(trajectory, phone, policy_for(run.model_version), config, lease=lease,
+                                should_stop=lambda: run_is_cancelled(run.pk), device=device)
+    except PhoneLost as error:
+        finish_trajectory(trajectory, f"phone lost: {error}", phone=None)
+        raise
+    finish_trajectory(trajectory, reason, phone=phone)
+    return trajectory
+
+
+def drive_phone(run_id, device, lease, stop_event):
+    """A thread: pull this run's items that the phone can do, one after another."""
+    run = CollectionRun.objects.select_related("model_version").get(pk=run_id)
+    try:
+        while not stop_event.is_set() and not run_is_cancelled(run_id):
+            item = scheduling.pull_next(device, kinds=[run_kind(run)])
+            if item is None:
+                break
+            try:
+                collect_item(run, item, device, lease)
+                scheduling.finish(item, ok=True)
+            except PhoneLost as error:
+                # The phone dropped: quarantine it and give its query to another phone.
+                health.quarantine(Device.objects.get(pk=device.pk), by="auto", reason=f"lost mid-run: {error}")
+                log.warning("run %s: %s lost; its work is re-queued", run_id, device)
+                return
+            except Exception as error:  # one bad item must not stop the phone's other work
+                log.exception("run %s item %s failed", run_id, item.pk)
+                scheduling.finish(item, ok=False, note=str(error)[:500])
+            refresh_progress(run_id)
+            leases.heartbeat(lease, ttl=LEASE_TTL)
+    finally:
+        leases.release(lease)
+        refresh_progress(run_id)
+        close_old_connections()
+
+
+def drive_host(run_id, address, phones):
+    """The Celery task's body on one host: lease up to `phones` phones, one thread each."""
+    run = CollectionRun.objects.get(pk=run_id)
+    if run.status in ("cancelled", "done"):
+        return {"phones": 0}
+    CollectionRun.objects.filter(pk=run_id, status="queued").update(status="running")
+    leased = []
+    for device in Device.objects.filter(adb_server=address, status="idle").order_by("serial"):
+        if len(leased) >= phones:
+            break
+        try:
+            leased.append((device, leases.acquire(device, holder=f"collection:run:{run_id}",
+                                                  ttl=LEASE_TTL, purpose=str(run))))
+        except leases.LeaseRefused:
+            continue
+    stop_event = threading.Event()
+    threads = [threading.Thread(target=drive_phone, args=(run_id, device, lease, stop_event),
+                                name=f"run{run_id}-{device.serial}", daemon=True) for device, lease in leased]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    refresh_progress(run_id)
+    return {"phones": len(leased), "address": address}
+
+
+def recover_interrupted(stale_after=timedelta(seconds=90)):
+    """Beat: work whose holder died. Its trajectory is interrupted and still routed; its item is
+    re-queued once the lease has expired; nothing is lost."""
+    leases.expire_stale_leases()
+    live_holders = set(Lease.objects.filter(released_at__isnull=True).values_list("holder", flat=True))
+    recovered = 0
+    for trajectory in Trajectory.objects.filter(status="running", line__in=LINES,
+                                                started_at__lt=timezone.now() - stale_after):
+        if f"collection:trajectory:{trajectory.pk}" in live_holders or (
+                trajectory.run_id and f"collection:run:{trajectory.run_id}" in live_holders):
+            continue
+        finish_trajectory(trajectory, "interrupted: the worker stopped", phone=None)
+        recovered += 1
+    requeued = WorkItem.objects.filter(status="assigned", kind__startswith="collect:").exclude(
+        device__leases__released_at__isnull=True).update(status="queued", device=None,
+                                                         note="re-queued: its holder died")
+    for run_id in CollectionRun.objects.filter(status="running").values_list("pk", flat=True):
+        refresh_progress(run_id)
+    return {"trajectories": recovered, "work_items": requeued}
+

@@ -1,0 +1,101 @@
+"""The automatic, schema-guided and external lines end to end on the virtual farm."""
+import pytest
+
+from devices.models import Device, WorkItem
+from devices.registry import discover_devices
+from flywheel.collection.runs import cancel_run, drive_host, launch_run, refresh_progress
+from flywheel.models import App, CollectionRun, CptEntry, Query, Step, Trajectory
+
+# Opening a page leaves no state behind, so several trajectories may share a phone in any order.
+BLUETOOTH_PATH = {"mode": "tap", "summary": "Settings → Bluetooth", "steps": [
+    {"action": "open", "app": "com.android.settings"},
+    {"action": "click", "target": {"text": "Bluetooth"}},
+    {"action": "terminate", "status": "success"}]}
+BLUETOOTH_CHECKS = {
+    "terminal": [{"check": "foreground", "package": "com.android.settings"},
+                 {"check": "shell", "cmd": "uiautomator dump /dev/tty", "contains": "bluetooth_switch"}],
+    "milestones": [{"name": "bluetooth page", "resource_id": "com.android.settings:id/bluetooth_switch"}]}
+
+
+def make_query(key, text="Open the Bluetooth settings", known_path=BLUETOOTH_PATH, verification=BLUETOOTH_CHECKS,
+               tags=("bt",)):
+    query = Query.objects.create(key=key, text=text, tier="L1", known_path=known_path,
+                                 verification=verification, tags=list(tags),
+                                 reset={"force_stop": ["com.android.settings"], "clear": [], "home": True})
+    query.set_apps([App.objects.get_or_create(package="com.android.settings")[0]])
+    return query
+
+
+@pytest.fixture
+def phones(farm_settings, db):
+    from devices.phone import PhoneConnection
+
+    for serial in farm_settings.serials:
+        PhoneConnection(farm_settings.address, serial).shell("settings put global bluetooth_on 0")
+    discover_devices()
+    return Device.objects.filter(adb_server=farm_settings.address)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_automatic_line_collects_judges_and_routes_every_trajectory(phones, farm_settings):
+    for i in range(3):
+        make_query(f"bt-{i}")
+    run = launch_run("automatic", {"tags": ["bt"]}, config={"phones": 2, "repeats": 1}, dispatch=False)
+    assert run.total == 3
+    summary = drive_host(run.pk, farm_settings.address, 2)
+    assert summary["phones"] == 2
+    run.refresh_from_db()
+    assert run.status == "done" and run.completed == 3
+    trajectories = list(Trajectory.objects.filter(run=run))
+    assert len(trajectories) == 3
+    for trajectory in trajectories:
+        steps = list(trajectory.steps.order_by("index"))
+        assert [s.executed_action["action"] for s in steps][-1] == "terminate", trajectory.stop_reason
+        assert all(s.screenshot and s.hierarchy and s.foreground_package for s in steps)
+        assert all(s.cot.get("Observation") for s in steps)
+        assert trajectory.verdict == "true" and trajectory.destination == "sft", (
+            [v.rationale for v in trajectory.votes.all()])
+        assert {v.system: v.vote for v in trajectory.votes.all()}["A"] == "true"
+    assert CptEntry.objects.filter(step__trajectory__run=run).count() >= 6
+    assert not Device.objects.filter(status="leased").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_schema_line_asks_before_a_confirmation_dialog(phones, farm_settings):
+    reset_path = {"mode": "tap", "summary": "Settings → System → Reset options → Reset Wi-Fi, mobile & Bluetooth",
+                  "steps": []}
+    query = make_query("reset-net", text="Reset network settings", known_path=reset_path, tags=("schema",),
+                       verification={"terminal": [], "milestones": [], "clarify": None})
+    from flywheel.collection.schema import needs_confirmation
+
+    dialog = ('<?xml version="1.0" ?><hierarchy rotation="0"><node index="0" text="Reset settings" '
+              'resource-id="android:id/button1" class="android.widget.Button" package="android" '
+              'content-desc="" clickable="true" bounds="[600,1500][1000,1600]" /></hierarchy>')
+    assert "confirmation dialog" in needs_confirmation({"action": "click", "point": [800, 1550]}, dialog)
+    assert needs_confirmation({"action": "click", "point": [10, 10]}, dialog) == ""
+    assert query.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_stops_a_run_and_counts_survive(phones, farm_settings):
+    for i in range(4):
+        make_query(f"c-{i}")
+    run = launch_run("automatic", {"tags": ["bt"]}, config={"phones": 1}, dispatch=False)
+    cancel_run(run)
+    drive_host(run.pk, farm_settings.address, 1)
+    refresh_progress(run.pk)
+    run = CollectionRun.objects.get(pk=run.pk)
+    assert run.status == "cancelled" and run.total == 4
+    assert WorkItem.objects.filter(kind=f"collect:run:{run.pk}", status="cancelled").count() == 4
+    assert not Trajectory.objects.filter(run=run).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_redelivered_step_writes_do_not_duplicate(phones):
+    from flywheel.collection.engine import write_step
+
+    query = make_query("idem")
+    trajectory = Trajectory.objects.create(query=query, line="automatic")
+    write_step(trajectory, 0, foreground_package="a")
+    write_step(trajectory, 0, foreground_package="b", executed_action={"action": "wait"})
+    assert list(Step.objects.filter(trajectory=trajectory).values_list("index", "foreground_package")) == [(0, "b")]
