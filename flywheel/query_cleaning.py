@@ -11,7 +11,7 @@ GUI_VERBS = re.compile(
     r"download|install|play|watch|call|text|message|book|add|remove|delete|edit|create|make a note|"
     r"write|save|show|check|view|go to|navigate|translate|pay|subscribe|follow|like|post|upload|copy|"
     r"paste|pin|favourite|favorite|compare|filter|sort|mute|unmute|connect|pair|reset|clear|"
-    r"record|take|scan|update|rename|move|select|reply|forward|block|unblock|report|cancel|"
+    r"record|take|scan|update|rename|move|select|reply|forward|block|unblock|report|cancel|deliver|ship|"
     r"get|grab|download|use)\b|打开|设置|发送|搜索|购买|下载|播放|查看|分享|关闭|开启|删除|添加", re.I)
 KNOWLEDGE_QUESTION = re.compile(r"^\s*(what|who|why|when|where|how (much|many|old|far|long|tall))\b"
                                 r"(?!.*\b(app|settings|phone|screen)\b)", re.I)
@@ -83,7 +83,7 @@ def clean_query(text: str, seen: set | None = None) -> Cleaning:
         seen.add(key)
     for label, pattern in SENSITIVE.items():
         if pattern.search(stripped):
-            return Cleaning(False, f"sensitive: {label}", "sensitive")
+            return Cleaning(False, label, "sensitive")
     if SMALL_TALK.search(stripped):
         return Cleaning(False, "small talk, nothing to do on the phone", "non_executable")
     if PHYSICAL_WORLD.search(stripped):
