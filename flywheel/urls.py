@@ -11,9 +11,10 @@ import flywheel.api
 import training.api
 from annotation import adjudication_views
 from annotation import views as annotation_views
+from devices import thumbnail_views
 from devices import views as device_views
 
-from . import pool_views, query_views, views
+from . import endpoint_views, pool_views, query_views, run_views, views
 
 router = DefaultRouter()
 for api_module in (flywheel.api, devices.api, benchmark.api, training.api):
@@ -36,7 +37,15 @@ urlpatterns = [
     path("ledger/runs/<int:run_id>/", pool_views.ledger_run, name="ledger-run"),
     path("ledger/unattached/", pool_views.ledger_run, name="ledger-unattached"),
     path("pools/", pool_views.pools, name="pools"),
+    path("runs/", run_views.run_list, name="run-list"),
+    path("runs/<int:run_id>/", run_views.run_detail, name="run-detail"),
+    path("runs/<int:run_id>/cancel/", run_views.run_cancel, name="run-cancel"),
+    path("runs/external/", run_views.external_import, name="external-import"),
     path("queue/", annotation_views.my_queue, name="my-queue"),
+    path("", include("annotation.urls")),  # the semi-automatic session
+    path("endpoints/", endpoint_views.endpoint_list, name="endpoint-list"),
+    path("endpoints/add/", endpoint_views.endpoint_add, name="endpoint-add"),
+    path("endpoints/<int:pk>/check/", endpoint_views.endpoint_check, name="endpoint-check"),
     path("adjudication/", adjudication_views.adjudication_queue, name="adjudication-queue"),
     path("adjudication/next/", adjudication_views.adjudicate_next, name="adjudicate-next"),
     path("adjudication/<int:trajectory_id>/", adjudication_views.adjudicate, name="adjudicate"),
@@ -45,6 +54,7 @@ urlpatterns = [
          name="adjudicate-release"),
     path("devices/", device_views.device_list, name="device-list"),
     path("devices/discover/", device_views.device_discover, name="device-discover"),
+    path("devices/<int:device_id>/thumbnail.jpg", thumbnail_views.device_thumbnail, name="device-thumbnail"),
     path("devices/<int:device_id>/", device_views.device_detail, name="device-detail"),
     path("devices/serial/<str:serial>/", device_views.device_by_serial, name="device-by-serial"),
     path("devices/<int:device_id>/take/", device_views.device_take_control, name="device-take"),

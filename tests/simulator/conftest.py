@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import shutil
 import socket
 import subprocess
-import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from devices.simulator.serve import ServerThread
+from tests.farm import running_farm
 from tests.simulator.fakes import FakeFarm
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -38,49 +35,12 @@ def fake_server():
         yield server
 
 
-@dataclass
-class FarmProcess:
-    port: int
-    process: subprocess.Popen
-    serials: list[str]
-
-
 @pytest.fixture(scope="session")
 def farm_server(tmp_path_factory):
     if not farm_is_built():
         pytest.skip("farm.py not built yet")
-    log_path = tmp_path_factory.mktemp("farm") / "farm.log"
-    log = log_path.open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "devices.simulator", "--devices", str(FARM_DEVICES),
-         "--port", "0", "--seed", str(FARM_SEED)],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
-    try:
-        port = _read_announced_port(process, log_path)
-        import adbutils
-
-        client = adbutils.AdbClient(host="127.0.0.1", port=port)
-        serials = [info.serial for info in client.list()]
-        yield FarmProcess(port=port, process=process, serials=serials)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
-
-
-def _read_announced_port(process: subprocess.Popen, log_path: Path, timeout: float = 120) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        match = re.search(r"listening on port (\d+)", line)
-        if match:
-            return int(match.group(1))
-    raise RuntimeError(f"the farm did not start; its log says:\n{log_path.read_text()[-3000:]}")
+    with running_farm(FARM_DEVICES, FARM_SEED, log_path=tmp_path_factory.mktemp("farm") / "farm.log") as farm:
+        yield farm
 
 
 @pytest.fixture(scope="session")
