@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import socket
 import struct
 from concurrent.futures import ThreadPoolExecutor
 
 from devices.simulator.device_services import serve_device_service
+from devices.simulator.host_requests import WAIT_FOR as _WAIT_FOR
+from devices.simulator.host_requests import split_host_request, transport_target
 from devices.simulator.types import ShellResult
 from devices.simulator.wire import (OKAY, ProtocolError, fail, finish, length_block, okay_block,
                                     read_request)
@@ -35,9 +36,6 @@ TRACK_POLL_SECONDS = 0.5  # trackers also notice phones the farm changes on its 
 # real server intersects a device's features with its own.
 SUPPORTED_FEATURES = ("shell_v2", "cmd", "stat_v2", "ls_v2", "fixed_push_mkdir", "apex", "abb",
                       "fixed_push_symlink_timestamp", "abb_exec", "remount_shell", "track_app")
-
-_WAIT_FOR = re.compile(r"wait-for-(?P<transport>any|usb|local)-"
-                       r"(?P<state>device|recovery|rescue|sideload|bootloader|disconnect|any)")
 
 
 class _Refused(Exception):
@@ -191,12 +189,14 @@ class AdbServer:
     async def _host_request(self, request: str, reader, writer):
         """Answer a host request. Returns (phone, service or None) when the connection now
         belongs to a phone, None when the request was a query that has been answered."""
-        prefix, serial, transport_id, command = self._split_host_request(request)
+        prefix, serial, transport_id, command = split_host_request(request, list(self.farm.phones))
         if prefix is None:
             # A device service sent with no transport chosen goes to the only phone, as in adb.
             return self._checked_for_service(self._pick_transport("any")), request
         if prefix == "host":
             answer = await self._host_command(command, reader, writer)
+        elif _WAIT_FOR.fullmatch(command) and prefix == "host-serial":
+            answer = await self._wait_for(command, reader, writer, serial)  # may not exist yet
         else:
             phone = self._find_phone(serial, transport_id, prefix)
             answer = await self._device_query(phone, command, reader, writer)
@@ -205,26 +205,6 @@ class AdbServer:
         if answer is not None:
             writer.write(answer)
         return None
-
-    def _split_host_request(self, request: str):
-        """-> (prefix, serial, transport_id, command); prefix None for a device service."""
-        if request.startswith("host:"):
-            return "host", None, None, request[len("host:"):]
-        for prefix in ("host-usb:", "host-local:"):
-            if request.startswith(prefix):
-                return prefix[:-1], None, None, request[len(prefix):]
-        if request.startswith("host-serial:"):
-            rest = request[len("host-serial:"):]
-            # A serial may hold ':' (e.g. 127.0.0.1:5555): prefer the longest known serial.
-            for serial in sorted(self.farm.phones, key=len, reverse=True):
-                if rest.startswith(serial + ":"):
-                    return "host-serial", serial, None, rest[len(serial) + 1:]
-            serial, _, command = rest.partition(":")
-            return "host-serial", serial, None, command
-        if request.startswith("host-transport-id:"):
-            transport_id, _, command = request[len("host-transport-id:"):].partition(":")
-            return "host-transport-id", None, transport_id, command
-        return None, None, None, request
 
     def _find_phone(self, serial, transport_id, prefix):
         if prefix == "host-serial":
@@ -289,7 +269,7 @@ class AdbServer:
             writer.write(fail("port forwarding is not supported by the virtual farm "
                               "(its phones have no sockets)"))
         elif _WAIT_FOR.fullmatch(command):
-            await self._wait_for(command, reader, writer, phone.serial)
+            await self._wait_for(command, reader, writer, serial=None)
         elif command == "transport" or command.startswith("tport"):
             return self._switch_to(phone, writer, with_id=command.startswith("tport"))
         else:
@@ -322,7 +302,7 @@ class AdbServer:
         if _WAIT_FOR.fullmatch(command):
             await self._wait_for(command, reader, writer, serial=None)
             return None
-        transport = self._transport_target(command)
+        transport = transport_target(command)
         if transport is not None:
             kind, key, with_id = transport
             return self._switch_to(self._pick_transport(kind, key), writer, with_id=with_id)
@@ -335,20 +315,6 @@ class AdbServer:
             return fail("the virtual farm has no network transports to connect; use "
                         "host:sim-connect:<serial> / host:sim-disconnect:<serial>")
         return fail(f"unknown host service '{command[:200]}'")
-
-    @staticmethod
-    def _transport_target(command: str):
-        """-> (kind, key, answer_with_transport_id) for a transport switch, else None."""
-        simple = {"transport-any": "any", "transport-usb": "usb", "transport-local": "local",
-                  "tport:any": "any", "tport:usb": "usb", "tport:local": "local"}
-        if command in simple:
-            return simple[command], None, command.startswith("tport")
-        for prefix, kind, with_id in (("transport:", "serial", False),
-                                      ("transport-id:", "id", False),
-                                      ("tport:serial:", "serial", True)):
-            if command.startswith(prefix):
-                return kind, command[len(prefix):], with_id
-        return None
 
     async def _track_devices(self, reader, writer, long_format: bool) -> None:
         """Stream the device list now and whenever it changes, until the client leaves."""
@@ -380,19 +346,23 @@ class AdbServer:
         wanted = _WAIT_FOR.fullmatch(command)
         writer.write(OKAY)
         await writer.drain()
-        while True:
-            phones = [phone for phone in self.visible_phones()
-                      if serial is None or phone.serial == serial]
-            if wanted["transport"] == "usb":
-                phones = []  # virtual phones are never USB devices
-            if wanted["state"] == "disconnect":
-                ready = not phones
-            else:
-                ready = any(wanted["state"] in ("any", phone.state) for phone in phones)
-            if ready:
-                writer.write(OKAY)
-                return
-            await asyncio.sleep(0.1)
+        client_gone = asyncio.ensure_future(reader.read(1))
+        try:
+            while not client_gone.done():
+                phones = [phone for phone in self.visible_phones()
+                          if serial is None or phone.serial == serial]
+                if wanted["transport"] == "usb":
+                    phones = []  # virtual phones are never USB devices
+                if wanted["state"] == "disconnect":
+                    ready = not phones
+                else:
+                    ready = any(wanted["state"] in ("any", phone.state) for phone in phones)
+                if ready:
+                    writer.write(OKAY)
+                    return
+                await asyncio.wait({client_gone}, timeout=0.1)
+        finally:
+            client_gone.cancel()
 
 
 class _Switched:

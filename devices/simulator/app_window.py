@@ -47,6 +47,8 @@ def app_window(engine, task) -> Node:
 
     body.on_swipe = scroll
     window.add(body)
+    for overlay in ctx.overlays:
+        window.add(overlay)
 
     if spec.get("app_bar", True):
         show_back = spec.get("back_button", "auto")

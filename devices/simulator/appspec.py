@@ -37,6 +37,7 @@ class AppSpec:
     content: list = field(default_factory=list)
     share_target: dict | None = None
     functions: list = field(default_factory=list)
+    intents: list = field(default_factory=list)
     source: str = ""
 
     def fresh_state(self) -> dict:
@@ -107,7 +108,7 @@ def load_app(path: Path) -> AppSpec:
     kwargs["source"] = str(path)
     for key in ("state", "dialogs", "icon", "theme"):
         kwargs[key] = kwargs.get(key) or {}
-    for key in ("content", "functions"):
+    for key in ("content", "functions", "intents"):
         kwargs[key] = kwargs.get(key) or []
     return AppSpec(**kwargs)
 

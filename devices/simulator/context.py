@@ -20,6 +20,7 @@ class PageContext:
         self.package = task.package
         self.m = engine.metrics
         self.accent = ui.hex_color(self.app.theme.get("primary"), ui.ACCENT)
+        self.overlays = []  # nodes layout wants drawn above the body (the Paste popup)
 
     # -- names -------------------------------------------------------------------------------
 
@@ -89,9 +90,12 @@ class PageContext:
 
     def _on_off(self, spec):
         bind = spec.get("bind") or ""
+        # YAML 1.1 reads an unquoted `on:` key as True and `off:` as False; accept both spellings.
+        on = spec.get("on", spec.get(True))
+        off = spec.get("off", spec.get(False))
         if bind.rpartition(":")[0] in SETTINGS_NAMESPACES:
-            return str(spec.get("on", "1")), str(spec.get("off", "0"))
-        return spec.get("on", True), spec.get("off", False)
+            return str("1" if on is None else on), str("0" if off is None else off)
+        return (True if on is None else on), (False if off is None else off)
 
     def is_checked(self, spec, item=None) -> bool:
         if spec.get("checked_if"):
@@ -127,6 +131,20 @@ class PageContext:
             self.engine.changed()
         return focus
 
+    def paste_menu_callback(self, spec):
+        def show(*_args):
+            self.page.focused = spec
+            self.page.paste_menu = spec
+            self.engine.changed()
+        return show
+
+    def paste_callback(self, spec):
+        def paste(*_args):
+            self.page.paste_menu = None
+            current = self.get(spec.get("bind")) or ""
+            self.assign(spec["bind"], str(current) + self.phone.clipboard)
+        return paste
+
     def records(self, spec, item=None) -> list:
         if "source" in spec:
             source = self.get(spec["source"], item) or []
@@ -158,11 +176,11 @@ class PageContext:
     def _run_one(self, action, item):
         engine = self.engine
         if "go" in action:
-            engine.push_page(self.task, action["go"], self._params(action, item))
+            engine.push_page(self.task, self.text(action["go"], item), self._params(action, item))
         elif "replace" in action:
-            engine.replace_page(self.task, action["replace"], self._params(action, item))
+            engine.replace_page(self.task, self.text(action["replace"], item), self._params(action, item))
         elif "reset_to" in action:
-            engine.reset_task(self.task, action["reset_to"], self._params(action, item))
+            engine.reset_task(self.task, self.text(action["reset_to"], item), self._params(action, item))
         elif "back" in action:
             engine.back()
         elif "home" in action:
@@ -185,11 +203,13 @@ class PageContext:
         elif "remove" in action:
             spec = action["remove"]
             records = self.get(spec["from"], item) or []
-            self.assign(spec["from"], [r for r in records if not self.cond(spec.get("where", "True"), r)])
+            where = self._where(spec, item)
+            self.assign(spec["from"], [r for r in records if not self.cond(where, r)])
         elif "update" in action:
             spec = action["update"]
+            where = self._where(spec, item)
             for record in self.get(spec["list"], item) or []:
-                if self.cond(spec.get("where", "True"), record):
+                if self.cond(where, record):
                     for key, value in spec.get("set", {}).items():
                         record[key] = self.value(value, record)
             engine.changed()
@@ -206,7 +226,16 @@ class PageContext:
             branch = action.get("then") if self.cond(action["if"], item) else action.get("else")
             self.run(branch or [], item)
         elif "open_app" in action:
-            engine.launch(action["open_app"], page=action.get("page"), params=self._params(action, item))
+            engine.launch(self.text(action["open_app"], item), page=action.get("page"), params=self._params(action, item))
+        elif "force_stop" in action:
+            engine.force_stop(self.text(action["force_stop"], item))
+        elif "clear_data" in action:
+            self.phone.clear_app(self.text(action["clear_data"], item))
+        elif "hide_keyboard" in action:
+            self.task.top.focused = None
+            engine.changed()
+        elif "focus" in action:
+            engine.focus_element(self.task, self.text(action["focus"], item))
         elif "copy" in action:
             self.phone.clipboard = self.text(action["copy"], item)
             engine.show_toast("Copied to clipboard")
@@ -222,9 +251,16 @@ class PageContext:
             self.phone.post_notification(self.package, self.text(spec.get("title"), item),
                                          self.text(spec.get("text"), item))
         elif "anomaly" in action:
-            engine.anomalies.inject(action["anomaly"], package=self.package)
+            spec = action["anomaly"] if isinstance(action["anomaly"], dict) else {"kind": action["anomaly"]}
+            params = {k: self.text(v, item) for k, v in spec.items() if k != "kind"}
+            engine.anomalies.inject(spec["kind"], package=self.package, **params)
         else:
             log.warning("%s: unknown action %s", self.package, action)
+
+    def _where(self, spec, item):
+        """`where` is an expression over each record; `{...}` parts are filled from the outer item first."""
+        where = spec.get("where", "True")
+        return self.text(where, item) if "{" in where else where
 
     def _append(self, spec, item):
         records = list(self.get(spec["to"], item) or [])

@@ -22,6 +22,7 @@ class PageInstance:
     scroll: int = 0
     focused: dict | None = None      # the focused input's element spec (identity matters)
     dialog: tuple | None = None      # (dialog id, params)
+    paste_menu: dict | None = None   # the input whose "Paste" popup is showing (after a long press)
 
 
 @dataclass
@@ -72,11 +73,14 @@ class Engine(Gestures):
         if task is None:
             task = Task(self.next_task_id, package, [PageInstance(self.apps[package].start)])
             self.next_task_id += 1
+            self.tasks.append(task)
+            self._opened(task)
+            self.tasks.remove(task)
         else:
             self.tasks.remove(task)
         self.tasks.append(task)
         if page and page in self.apps[package].pages and page != task.top.page_id:
-            task.stack.append(PageInstance(page, dict(params or {})))
+            self.push_page(task, page, params)
         elif params:
             task.top.params.update(params)
         self._bring_to_front(task)
@@ -95,18 +99,41 @@ class Engine(Gestures):
             return
         task.top.focused = None
         task.stack.append(PageInstance(page_id, dict(params or {})))
-        self.context(task).run(self.apps[task.package].pages[page_id].get("on_open") or [])
+        self._opened(task)
+
+    def _opened(self, task):
+        """A page became the top of its task: run on_open and focus its `focus` input."""
+        spec = self.apps[task.package].pages[task.top.page_id]
+        self.context(task).run(spec.get("on_open") or [])
+        if spec.get("focus"):
+            self.focus_element(task, spec["focus"])
         self.changed()
+
+    def focus_element(self, task, element_id):
+        def find(elements):
+            for element in elements or []:
+                if element.get("id") == element_id:
+                    return element
+                found = find(element.get("elements"))
+                if found:
+                    return found
+            return None
+        element = find(self.apps[task.package].pages[task.top.page_id].get("elements"))
+        if element is not None:
+            task.top.focused = element
+            self.changed()
 
     def replace_page(self, task, page_id, params=None):
         if page_id not in self.apps[task.package].pages:
             return
         task.stack[-1] = PageInstance(page_id, dict(params or {}))
-        self.changed()
+        self._opened(task)
 
     def reset_task(self, task, page_id, params=None):
+        if page_id not in self.apps[task.package].pages:
+            return
         task.stack = [PageInstance(page_id, dict(params or {}))]
-        self.changed()
+        self._opened(task)
 
     def force_stop(self, package):
         task = self.task_of(package)
@@ -201,6 +228,7 @@ class Engine(Gestures):
 
     def open_shade(self):
         self.shade_open = True
+        self.anomalies.heads_up = None  # a heads-up notification folds into the opened shade
         self.changed()
 
     # -- typing ----------------------------------------------------------------------------------

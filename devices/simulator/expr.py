@@ -15,7 +15,7 @@ _ALLOWED_NODES = (
     ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.Compare,
     ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn, ast.Is, ast.IsNot,
     ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Mod, ast.FloorDiv, ast.Constant,
-    ast.Name, ast.Load, ast.Subscript, ast.Call, ast.List, ast.Tuple, ast.IfExp,
+    ast.Name, ast.Load, ast.Subscript, ast.Slice, ast.Call, ast.List, ast.Tuple, ast.IfExp,
 )
 
 
@@ -30,6 +30,13 @@ def _to_int(value, default=0):
         return default
 
 
+def _record_matches(record, pairs):
+    """has(list, 'key', value, 'key2', value2...): every key equals its value (compared as text)."""
+    if not isinstance(record, dict):
+        return False
+    return all(str(record.get(pairs[i])) == str(pairs[i + 1]) for i in range(0, len(pairs) - 1, 2))
+
+
 FUNCTIONS = {
     "len": lambda v: len(v) if v is not None else 0,
     "lower": lambda v: str(v or "").lower(),
@@ -37,6 +44,8 @@ FUNCTIONS = {
     "str": lambda v: "" if v is None else str(v),
     "int": _to_int,
     "contains": _contains,
+    "has": lambda records, *pairs: any(_record_matches(r, pairs) for r in records or []),
+    "count": lambda records, *pairs: sum(1 for r in records or [] if _record_matches(r, pairs)),
 }
 
 

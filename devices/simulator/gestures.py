@@ -53,9 +53,17 @@ class Gestures:
         self.toast_text = None
         self.anomalies.before_action()
 
+    def _close_paste_menu(self):
+        """Any touch closes the Paste popup; hit-testing uses the screen from before it closed."""
+        if self.foreground is not None and self.foreground.top.paste_menu is not None:
+            self.foreground.top.paste_menu = None
+            self.changed()
+
     def tap(self, x, y):
         self._before_input()
-        node = find_target(self.screen(), x, y, "on_tap")
+        screen = self.screen()
+        self._close_paste_menu()
+        node = find_target(screen, x, y, "on_tap")
         if node is not None:
             node.on_tap(x, y)
             self.changed()
@@ -64,6 +72,7 @@ class Gestures:
     def long_press(self, x, y):
         self._before_input()
         screen = self.screen()
+        self._close_paste_menu()
         node = find_target(screen, x, y, "on_long_press")
         if node is not None:
             node.on_long_press(x, y)

@@ -127,12 +127,12 @@ def build_row(spec, ctx, y, item):
                           rid="android:id/title"))
     if widget is not None:
         row.add(widget)
-        if ctx.cond(spec.get("enabled_if"), item):
+    _common(row, spec, ctx, item)
+    if widget is not None:
+        widget.enabled = row.enabled
+        if row.enabled:  # the whole row flips the switch, then runs on_change / tap
             row.clickable = True
             row.on_tap = ctx.toggle_callback(spec, item)
-    _common(row, spec, ctx, item)
-    if widget is not None and not row.enabled:
-        widget.enabled = False
     return [row], y + h
 
 
@@ -168,10 +168,18 @@ def build_input(spec, ctx, y, item):
                 text=shown or hint, draw="input", clickable=True, focusable=True, focused=focused,
                 password=password, long_clickable=True,
                 style={"size": m.font(44), "hint": not shown, "color": ctx.accent, "multiline": multiline})
-    node.on_tap = ctx.focus_callback(spec)
     _common(node, spec, ctx, item)
     node.on_tap = ctx.focus_callback(spec) if node.enabled else None
-    return [node], y + h
+    node.on_long_press = ctx.paste_menu_callback(spec) if node.enabled else None
+    nodes = [node]
+    if ctx.page.paste_menu is spec and ctx.phone.clipboard:
+        box = node.bounds
+        popup = Node(cls="android.widget.TextView", bounds=(box[0], box[1] - m.px(130), box[0] + m.px(260), box[1] - m.px(10)),
+                     text="Paste", desc="Paste", clickable=True, draw="button", package=ctx.package,
+                     style={"bg": (60, 64, 67), "fg": ui.WHITE, "size": m.font(42), "radius": m.px(20)},
+                     on_tap=ctx.paste_callback(spec))
+        ctx.overlays.append(popup)  # drawn above the page body
+    return nodes, y + h
 
 
 def ui_text(value) -> str:

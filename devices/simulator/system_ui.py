@@ -116,7 +116,7 @@ def shade(engine) -> Node:
     for i, (label, namespace, key) in enumerate(QUICK_TILES):
         x = m.margin + (i % 2) * (tile_w + m.margin)
         ty = y + (i // 2) * (tile_h + m.px(24))
-        on = phone.settings.get(namespace, key) not in (None, "0", "")
+        on = phone.settings.is_on(namespace, key)
         tile = window.add(Node(cls="android.widget.Switch", bounds=(x, ty, x + tile_w, ty + tile_h), desc=label,
                                text=label, checkable=True, checked=on, clickable=True, package=SYSTEMUI,
                                draw="button", style={"bg": (168, 199, 250) if on else (60, 64, 67),

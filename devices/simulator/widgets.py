@@ -191,7 +191,7 @@ def keyboard(m, on_key):
         x = m.px(8) + (m.width - m.px(16) - unit * sum(widths)) / 2
         for key, w in zip(keys, widths):
             box = (int(x + m.px(6)), y + m.px(10), int(x + unit * w - m.px(6)), y + row_h - m.px(10))
-            label = {"␣": "space", "⏎": "⏎"}.get(key, key)
+            label = {"␣": "space", "⏎": "enter", "⌫": "del"}.get(key, key)  # the bundled font lacks ⌫ ⏎
             board.add(Node(bounds=box, text=label, draw="key", clickable=True, in_dump=False, package=IME,
                            style={"size": m.font(44)}, on_tap=(lambda *a, k=key: on_key(k))))
             x += unit * w
@@ -203,6 +203,7 @@ def toast(m, text):
     x1 = (m.width - width) // 2
     y2 = m.height - m.nav_bar - m.px(180)
     node = Node(cls="android.widget.Toast", bounds=(x1, y2 - m.px(110), x1 + width, y2), draw="fill",
-                style={"bg": (60, 64, 67), "radius": m.px(55)}, in_dump=False, package=SYSTEMUI)
+                style={"bg": (60, 64, 67), "radius": m.px(55), "passthrough": True}, in_dump=False, package=SYSTEMUI,
+                window="Toast")
     node.add(text_node(m, node.bounds, text, 40, ui.WHITE, align="center", package=SYSTEMUI))
     return node

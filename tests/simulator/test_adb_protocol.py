@@ -369,3 +369,31 @@ def test_adb_client_speaks_to_the_server(fake_server, adb_command, tmp_path):
 def test_adb_without_serial_and_several_phones_is_refused(fake_server, adb_command):
     result = adb_command(fake_server.port, "shell", "echo", "x", check=False)
     assert result.returncode != 0 and b"more than one device" in result.stderr
+
+
+def test_host_request_parsing_handles_serials_with_colons():
+    from devices.simulator.host_requests import split_host_request, transport_target
+
+    known = ["127.0.0.1:5555", "sim-1"]
+    assert split_host_request("host-serial:127.0.0.1:5555:features", known) == \
+        ("host-serial", "127.0.0.1:5555", None, "features")
+    assert split_host_request("host-serial:other:get-state", known) == \
+        ("host-serial", "other", None, "get-state")
+    assert split_host_request("host-transport-id:7:features", known) == \
+        ("host-transport-id", None, "7", "features")
+    assert split_host_request("shell:ls", known) == (None, None, None, "shell:ls")
+    assert transport_target("tport:serial:sim-1") == ("serial", "sim-1", True)
+    assert transport_target("transport-any") == ("any", None, False)
+    assert transport_target("devices") is None
+
+
+def test_wait_for_an_unplugged_phone_returns_when_plugged_back(fake_server):
+    raw_request(fake_server.port, smart_request(f"host:sim-disconnect:{SERIAL}"))
+    waiter = threading.Thread(target=client_for(fake_server).wait_for, args=(SERIAL,),
+                              kwargs={"timeout": 10})
+    waiter.start()
+    time.sleep(0.3)
+    assert waiter.is_alive()  # still waiting: the phone is unplugged
+    raw_request(fake_server.port, smart_request(f"host:sim-connect:{SERIAL}"))
+    waiter.join(5)
+    assert not waiter.is_alive()

@@ -67,7 +67,7 @@ def test_input_tap_changes_the_screen(adb, farm_server, tmp_path):
     serial = farm_server.serials[1]
     adb("shell", "input", "keyevent", "HOME", serial=serial)
     targets = clickable_centres(dump_and_pull(adb, serial, tmp_path))
-    assert targets, "the home screen has nothing clickable"
+    assert targets, f"the home screen has nothing clickable: {(tmp_path / 'window_dump.xml').read_text()}"
     before = screencap(adb, serial)
     adb("shell", "input", "tap", *map(str, targets[0]), serial=serial)
     after = screencap(adb, serial)
@@ -93,7 +93,7 @@ def test_pull_of_a_missing_file_fails_clearly(adb, farm_server, tmp_path):
     result = adb("pull", "/sdcard/nothing-here", str(tmp_path / "x"), serial=farm_server.serials[0],
                  check=False)
     assert result.returncode != 0
-    assert b"does not exist" in result.stderr + result.stdout
+    assert b"No such file or directory" in result.stderr + result.stdout
 
 
 def test_unknown_shell_command_exits_127(adb, farm_server):
@@ -108,12 +108,13 @@ def test_unknown_serial_fails_clearly(adb):
     assert b"device 'no-such-phone' not found" in result.stderr
 
 
-def test_off_screen_tap_fails_or_is_ignored_and_the_phone_keeps_working(adb, farm_server):
+def test_off_screen_tap_is_ignored_and_the_phone_keeps_working(adb, farm_server):
     serial = farm_server.serials[0]
+    adb("shell", "input", "keyevent", "HOME", serial=serial)
+    before = screencap(adb, serial)
     adb("shell", "input", "tap", "99999", "-5", serial=serial, check=False)
+    assert screencap(adb, serial) == before  # Android drops touches outside the display
     assert adb("shell", "echo", "still here", serial=serial).stdout == b"still here\n"
-    assert png_size(screencap(adb, serial)) == wm_size(
-        adb("shell", "wm", "size", serial=serial).stdout.decode())
 
 
 def test_exit_code_of_a_failing_command_reaches_adb(adb, farm_server):

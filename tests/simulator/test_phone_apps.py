@@ -1,0 +1,84 @@
+"""App files: Settings and Translator leaves are walkable; every page of every app renders."""
+import logging
+
+import pytest
+
+from devices.simulator import walker
+from devices.simulator.appspec import CATEGORIES
+from tests.simulator.phone_fixtures import APPS, new_phone, sh
+
+MINE = ("com.android.settings", "com.sim.translator")
+LEAVES = [(package, leaf) for package in MINE for leaf in APPS[package].function_leaves()]
+
+
+def walk_leaf(package, leaf):
+    phone = new_phone()
+    walker.walk(phone, [{"action": "open", "app": package}] + leaf["path"])
+    return phone
+
+
+@pytest.mark.parametrize("package,leaf", LEAVES, ids=[f"{p.rsplit('.', 1)[-1]}:{leaf['id']}" for p, leaf in LEAVES])
+def test_every_leaf_path_reaches_its_page(package, leaf):
+    assert leaf.get("path"), "every leaf declares its known path"
+    phone = walk_leaf(package, leaf)
+    assert phone.engine.foreground is not None and phone.engine.foreground.package == package
+    assert phone.engine.foreground.top.page_id == leaf["page"]
+
+
+def test_leaf_counts_and_long_paths():
+    settings, translator = APPS["com.android.settings"], APPS["com.sim.translator"]
+    assert len(settings.function_leaves()) >= 20 and len(translator.function_leaves()) >= 10
+    for spec in (settings, translator):
+        assert sum(1 for leaf in spec.function_leaves() if len(leaf["path"]) + 1 >= 10) >= 1
+
+
+@pytest.mark.parametrize("package", MINE)
+def test_longest_path_changes_the_leaf_state(package):
+    leaves = APPS[package].function_leaves()
+    longest = max(leaves, key=lambda leaf: len(leaf["path"]))
+    phone = walk_leaf(package, longest)
+    if package == "com.android.settings":  # developer options unlocked, then USB debugging off
+        assert sh(phone, "settings get global development_settings_enabled") == "1\n"
+        assert sh(phone, "settings get global adb_enabled") == "0\n"
+    else:  # two translations, then one deleted from history
+        assert sh(phone, "content query --uri content://com.sim.translator/history --projection text") == \
+            "Row: 0 text=see you\n"
+
+
+def test_reuse_relation_of_figure_3():
+    nodes = {node["id"]: node for node in APPS["com.sim.translator"].function_nodes()}
+    reused = nodes["me/settings/offline_packs/download"]
+    assert reused["reuse_of"] == "home/offline_packs/download"
+    assert reused["page"] == nodes[reused["reuse_of"]]["page"] == "offline_packs"
+    assert nodes["me/settings"]["leaf"] is False and nodes["me"]["parent"] is None
+
+
+def test_search_second_result_and_set_time_effects():
+    phone = walk_leaf("com.android.settings", next(l for p, l in LEAVES if l["id"] == "search/bluetooth_second_result"))
+    assert phone.engine.foreground.top.page_id == "location_services"
+    phone = walk_leaf("com.android.settings", next(l for p, l in LEAVES if l["id"] == "system/date_time/set_time"))
+    assert sh(phone, "date +%H:%M") == "11:03\n"
+
+
+@pytest.mark.parametrize("package", sorted(APPS))
+def test_every_page_and_dialog_of_every_app_renders(package, caplog):
+    phone = new_phone()
+    spec = APPS[package]
+    assert spec.category in CATEGORIES
+    for leaf in spec.function_leaves():
+        if leaf.get("reuse_of"):
+            assert leaf["reuse_of"] in {n["id"] for n in spec.function_nodes()}
+    with caplog.at_level(logging.ERROR):
+        for page_id in spec.pages:
+            sh(phone, f"am force-stop {package}")
+            phone.engine.launch(package)
+            phone.engine.push_page(phone.engine.foreground, page_id)
+            assert phone.run("screencap -p").stdout.startswith(b"\x89PNG")
+            assert phone.dump_hierarchy().startswith("<?xml")
+        for dialog_id in spec.dialogs:  # over the last page
+            phone.engine.foreground.top.dialog = (dialog_id, {})
+            phone.engine.changed()
+            assert phone.run("screencap -p").stdout.startswith(b"\x89PNG")
+            assert phone.dump_hierarchy().count("<node ") > 2
+            phone.engine.foreground.top.dialog = None
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
