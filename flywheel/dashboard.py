@@ -3,7 +3,7 @@ from django.db.models import Count
 
 from devices.models import Device
 
-from .models import CptEntry, Query, RlQueryEntry, SftEntry, Trajectory
+from .models import CptEntry, Query, RlQueryEntry, SftEntry, Step, Trajectory
 from .models.trajectories import LINES, VERDICTS
 
 
@@ -18,6 +18,32 @@ def trajectories_by_line_and_verdict():
             by_verdict = [counts[line].get(verdict, 0) for verdict, _ in VERDICTS]
             rows.append({"line": label, "counts": by_verdict, "total": sum(by_verdict)})
     return rows
+
+
+def _summarise(rows):
+    steps = len(rows)
+    times = [row["verify_ms"] for row in rows if row["verify_ms"] is not None]
+    accepted = sum(1 for row in rows if row["accepted"])
+    return {"steps": steps, "seconds_per_step": round(sum(times) / len(times) / 1000, 1) if times else None,
+            "accepted_share": accepted / steps if steps else None,
+            "moved": sum(1 for row in rows if (row["distance"] or 0) >= 1)}
+
+
+def verification_metrics(limit=20_000):
+    """Semi-automatic line: time per verified step and the share of proposals accepted unchanged,
+    per annotator and per policy (the model version that proposed)."""
+    steps = (Step.objects.filter(trajectory__line="semi_auto", executed_action__isnull=False, edit__isnull=False)
+             .values("edit", "timings", "trajectory__annotator__username", "trajectory__model_version__name")
+             .order_by("-id")[:limit])
+    by_annotator, by_policy = {}, {}
+    for step in steps:
+        edit, timings = step["edit"] or {}, step["timings"] or {}
+        row = {"verify_ms": timings.get("verify_ms"), "accepted": bool(edit.get("accepted_unchanged")),
+               "distance": edit.get("pixel_distance")}
+        by_annotator.setdefault(step["trajectory__annotator__username"] or "–", []).append(row)
+        by_policy.setdefault(step["trajectory__model_version__name"] or "offline", []).append(row)
+    return {"by_annotator": [(name, _summarise(rows)) for name, rows in sorted(by_annotator.items())],
+            "by_policy": [(name, _summarise(rows)) for name, rows in sorted(by_policy.items())]}
 
 
 def dashboard_counts():
@@ -37,4 +63,5 @@ def dashboard_counts():
         "devices_by_status": [(label, devices_by_status.get(status, 0))
                               for status, label in Device.STATUSES],
         "devices_total": sum(devices_by_status.values()),
+        "verification": verification_metrics(),
     }

@@ -93,7 +93,11 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Several processes (web, worker, beat) share the file: wait for locks instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    # IMMEDIATE transactions take the write lock up front, so two writers queue on the timeout
+    # instead of failing at once with "database is locked"; WAL lets readers go on meanwhile.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "timeout": 30, "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"})
     # Tests start real worker and web processes, so the test database must be a file they can open.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -195,6 +199,8 @@ SPECTACULAR_SETTINGS = {
 
 # Phones: every ADB server the console drives (the virtual farm by default).
 ADB_SERVERS = env_list("ADB_SERVERS", "127.0.0.1:15037")
+# A collection worker that stops sending heartbeats loses its phones after this long.
+COLLECTION_LEASE_SECONDS = int(os.environ.get("COLLECTION_LEASE_SECONDS", "60"))
 
 LOGGING = {
     "version": 1,

@@ -109,7 +109,11 @@ def main():
                                              "--devices", FARM_DEVICES, "--port", str(FARM_PORT)], env)
         print(f"Phones: ADB_SERVERS={env['ADB_SERVERS']}")
 
-        supervisor.start("worker", [venv_bin("celery"), "-A", "flywheel", "worker", "-Q", QUEUES,
+        # One collection queue per phone host: this worker drives the phones of every host listed.
+        host_queues = ",".join("collection." + a.strip().replace(":", "-")
+                               for a in env["ADB_SERVERS"].split(",") if a.strip())
+        supervisor.start("worker", [venv_bin("celery"), "-A", "flywheel", "worker", "-Q",
+                                    f"{QUEUES},{host_queues}",
                                     "--concurrency", "2", "-l", "info", "-n", "console@%h"], env)
         supervisor.start("beat", [venv_bin("celery"), "-A", "flywheel", "beat", "-l", "info",
                                   "--schedule", str(VAR / "celerybeat-schedule")], env)

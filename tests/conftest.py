@@ -92,12 +92,15 @@ def stop(process):
 @pytest.fixture
 def celery_worker_process(transactional_db, tmp_path):
     """A real Celery worker process (not eager mode) on every queue, against the test database."""
+    from flywheel.collection.runs import host_queue
+
     log = open(tmp_path / "worker.log", "wb")
+    hosts = [host_queue(a) for a in os.environ.get("ADB_SERVERS", "").split(",") if a.strip()]
+    queues = ",".join(["default", "collection", "evaluation", "repair", "training", "benchmark", *hosts])
     process = subprocess.Popen(
-        [str(BIN / "celery"), "-A", "flywheel", "worker", "--pool", "solo", "-l", "info",
-         "-Q", "default,collection,evaluation,repair,training,benchmark",
+        [str(BIN / "celery"), "-A", "flywheel", "worker", "--pool", "solo", "-l", "info", "-Q", queues,
          "-n", f"test{os.getpid()}@%h", "--without-mingle", "--without-gossip"],
-        cwd=ROOT, env=process_env(), stdout=log, stderr=subprocess.STDOUT)
+        cwd=ROOT, env=process_env(COLLECTION_LEASE_SECONDS="6"), stdout=log, stderr=subprocess.STDOUT)
     from flywheel.celery import app
 
     deadline = time.monotonic() + 60

@@ -26,6 +26,9 @@ from .schema import SchemaGuidedPolicy
 
 log = logging.getLogger(__name__)
 ENDING = ("terminate", "call_user")
+# Stop reasons that cut a trajectory short (it is still judged and routed, never dropped).
+INTERRUPTING = ("cancelled", "lease lost", "phone lost", "policy error", "reset failed", "action failed",
+                "interrupted")
 
 
 @dataclass
@@ -55,7 +58,7 @@ def write_step(trajectory, index, **fields) -> Step:
 
 
 def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, config: CollectionConfig,
-                   lease=None, should_stop=lambda: False, device=None) -> str:
+                   lease=None, should_stop=lambda: False, device=None, lease_ttl=leases.DEFAULT_TTL) -> str:
     """Drive the phone for this trajectory; return the stop reason. Raises PhoneLost."""
     query = trajectory.query
     schema_line = trajectory.line == "schema"
@@ -76,7 +79,7 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
                 return f"maximum steps ({config.max_steps})"
             if time.monotonic() - started > config.timeout_s:
                 return f"timeout ({config.timeout_s:.0f} s)"
-            if lease is not None and not leases.heartbeat(lease):
+            if lease is not None and not leases.heartbeat(lease, ttl=lease_ttl):
                 return "lease lost"
             anomaly = maybe_inject(phone, config.anomaly_rates, rng) if config.anomaly_rates else None
             observation = observe(phone)
@@ -144,9 +147,7 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
 def finish_trajectory(trajectory: Trajectory, stop_reason: str, phone: PhoneConnection | None):
     """Record how it ended, mask repeated steps, then judge and route it (nothing is dropped)."""
     status = trajectory.status if trajectory.status == "paused" else (
-        "interrupted" if stop_reason.startswith(("cancelled", "lease lost", "phone lost", "policy error",
-                                                  "reset failed", "action failed"))
-        else "completed")
+        "interrupted" if stop_reason.startswith(INTERRUPTING) else "completed")
     Trajectory.objects.filter(pk=trajectory.pk).update(status=status, stop_reason=stop_reason[:200],
                                                        finished_at=timezone.now())
     trajectory.status, trajectory.stop_reason = status, stop_reason

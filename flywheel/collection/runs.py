@@ -21,7 +21,6 @@ from ..policies import OFFLINE_POLICY_NAME, policy_for
 from .engine import CollectionConfig, PhoneLost, finish_trajectory, run_trajectory
 
 log = logging.getLogger(__name__)
-LEASE_TTL = timedelta(seconds=60)
 LINES = ("automatic", "schema", "external")
 
 
@@ -135,12 +134,20 @@ def collect_item(run, item, device, lease):
     config = CollectionConfig.from_dict(run.config)
     try:
         reason = run_trajectory(trajectory, phone, policy_for(run.model_version), config, lease=lease,
-                                should_stop=lambda: run_is_cancelled(run.pk), device=device)
+                                should_stop=lambda: run_is_cancelled(run.pk), device=device,
+                                lease_ttl=lease_ttl())
     except PhoneLost as error:
         finish_trajectory(trajectory, f"phone lost: {error}", phone=None)
         raise
+    except Exception as error:  # whatever broke, the trajectory so far is still judged and routed
+        finish_trajectory(trajectory, f"interrupted: {type(error).__name__}: {error}", phone=None)
+        raise
     finish_trajectory(trajectory, reason, phone=phone)
     return trajectory
+
+
+def lease_ttl():
+    return timedelta(seconds=settings.COLLECTION_LEASE_SECONDS)
 
 
 def drive_phone(run_id, device, lease, stop_event):
@@ -163,7 +170,7 @@ def drive_phone(run_id, device, lease, stop_event):
                 log.exception("run %s item %s failed", run_id, item.pk)
                 scheduling.finish(item, ok=False, note=str(error)[:500])
             refresh_progress(run_id)
-            leases.heartbeat(lease, ttl=LEASE_TTL)
+            leases.heartbeat(lease, ttl=lease_ttl())
     finally:
         leases.release(lease)
         refresh_progress(run_id)
@@ -182,7 +189,7 @@ def drive_host(run_id, address, phones):
             break
         try:
             leased.append((device, leases.acquire(device, holder=f"collection:run:{run_id}",
-                                                  ttl=LEASE_TTL, purpose=str(run))))
+                                                  ttl=lease_ttl(), purpose=str(run))))
         except leases.LeaseRefused:
             continue
     stop_event = threading.Event()

@@ -17,11 +17,15 @@ class CptEntry(models.Model):
 
 
 class SftEntry(models.Model):
+    # Semi-automatic trajectories are verified by a person at every step and go straight to the
+    # SFT pool (§2.3.1) without HTSC. They get their own intake so the three HTSC intakes stay
+    # pure: provenance (human-verified gold vs. judged data) survives into training exports, and
+    # statistics of the HTSC routing are not inflated by trajectories HTSC never saw.
     INTAKES = [("htsc_true", "HTSC True"), ("adjudicated", "Adjudicated correct"),
-               ("ecdm_repaired", "ECDM repaired")]
+               ("ecdm_repaired", "ECDM repaired"), ("semi_auto_verified", "Semi-automatic, verified")]
     trajectory = models.ForeignKey("flywheel.Trajectory", on_delete=models.PROTECT,
                                    related_name="sft_entries")
-    intake = models.CharField(max_length=15, choices=INTAKES)
+    intake = models.CharField(max_length=20, choices=INTAKES)
     repair = models.ForeignKey("flywheel.Repair", null=True, blank=True, on_delete=models.PROTECT)
     created_at = models.DateTimeField(auto_now_add=True)
 

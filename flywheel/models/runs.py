@@ -18,6 +18,9 @@ class ModelVersion(models.Model):
     endpoint_url = models.URLField(blank=True)
     served_model_name = models.CharField(max_length=200, blank=True)
     sampling = models.JSONField(default=dict, blank=True, help_text="pinned sampling config")
+    health = models.JSONField(default=dict, blank=True,
+                              help_text="last endpoint health check: ok, models, latency_ms, error")
+    health_checked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):

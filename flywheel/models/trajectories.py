@@ -36,6 +36,8 @@ class Trajectory(models.Model):
     verdict = models.CharField(max_length=12, choices=VERDICTS, default="pending", db_index=True)
     destination = models.CharField(max_length=12, choices=DESTINATIONS, blank=True, db_index=True)
     memory = models.JSONField(default=list, blank=True, help_text="take_notes items")
+    consistency_issues = models.JSONField(
+        default=list, blank=True, help_text="open findings of the bi-directional consistency gate (§2.3.6)")
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

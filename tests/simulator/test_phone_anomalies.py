@@ -2,7 +2,7 @@
 import pytest
 
 from devices.simulator.anomalies import KINDS
-from tests.simulator.phone_fixtures import bounds, focus, new_phone, node, screen, sh, tap, texts
+from tests.simulator.phone_fixtures import bounds, focus, new_phone, node, sh, tap, texts
 
 APP = "com.sim.translator"
 

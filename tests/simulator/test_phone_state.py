@@ -181,3 +181,17 @@ def test_determinism_holds_across_processes_with_different_hash_seeds():
         digests.add(subprocess.run([sys.executable, "-c", script], env=env, cwd=root, capture_output=True,
                                    text=True, check=True).stdout.strip())
     assert len(digests) == 1
+
+
+def test_factory_reset_over_the_shell_restores_the_first_state():
+    fresh = new_phone()
+    first = fresh.run("screencap -p").stdout
+    phone = new_phone()
+    sh(phone, "settings put global wifi_on 0; echo x > /sdcard/Download/x.txt; monkey -p com.android.settings 1")
+    sh(phone, "am broadcast -a com.sim.ANOMALY --es kind low_battery")
+    sh(phone, "am broadcast -a com.sim.FACTORY_RESET")
+    assert sh(phone, "settings get global wifi_on") == "1\n"
+    assert phone.run("ls /sdcard/Download/x.txt").exit_code == 1
+    assert phone.run("screencap -p").stdout == first
+    sh(phone, "am broadcast -a com.sim.RESET")  # the lighter reset: stop apps, clear anomalies, Home
+    assert focus(phone)[0] == "com.google.android.apps.nexuslauncher"

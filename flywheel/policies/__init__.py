@@ -1,0 +1,20 @@
+"""Policies propose the next reasoning + action + confidence for a state, behind one interface.
+
+    policy = policy_for(model_version)        # None → the built-in offline policy
+    proposal = policy.propose(state)          # Proposal, or PolicyError (with model_io kept)
+"""
+from .base import Policy, PolicyError, PolicyState, Proposal
+from .endpoint import EndpointPolicy, check_endpoint_health
+from .offline import OfflinePolicy
+
+OFFLINE_POLICY_NAME = "offline-rules-v1"
+
+
+def policy_for(model_version=None) -> Policy:
+    if model_version is None or model_version.kind == "offline":
+        return OfflinePolicy()
+    return EndpointPolicy.from_model_version(model_version)
+
+
+__all__ = ["Policy", "PolicyError", "PolicyState", "Proposal", "EndpointPolicy", "OfflinePolicy",
+           "check_endpoint_health", "policy_for", "OFFLINE_POLICY_NAME"]

@@ -1,0 +1,42 @@
+"""What every policy sees and returns."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from flywheel.agent_protocol import HistoryEntry
+
+
+@dataclass
+class PolicyState:
+    goal: str
+    history: list[HistoryEntry]          # every earlier step as text (all of it: §3.1.2)
+    screenshots: list[bytes]             # PNGs, oldest first; the last is the current screen
+    hierarchy_xml: str = ""              # the current uiautomator dump
+    screen_size: tuple[int, int] = (1080, 2400)
+    foreground: dict = field(default_factory=dict)   # package, activity, activity_stack
+    known_path: dict | None = None       # the query's known path, when it has one
+    apps: list[str] = field(default_factory=list)     # the query's app packages, first = start
+
+
+@dataclass
+class Proposal:
+    cot: dict                            # the five tags
+    action: dict                         # canonical action JSON (explicit "coords")
+    confidence: float | None = None
+    model_io: dict | None = None         # raw request/response for endpoint policies
+    policy: str = ""
+
+
+class PolicyError(Exception):
+    """The policy could not propose (endpoint down, output unparseable); model_io is kept."""
+
+    def __init__(self, message: str, model_io: dict | None = None):
+        super().__init__(message)
+        self.model_io = model_io
+
+
+class Policy(Protocol):
+    name: str
+
+    def propose(self, state: PolicyState) -> Proposal: ...

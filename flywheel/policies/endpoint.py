@@ -1,0 +1,167 @@
+"""A policy served by any OpenAI-compatible endpoint (vLLM's `vllm serve` is the target).
+
+Screenshots travel as base64 data URLs; sampling is pinned (so a rerun asks the same question);
+timeouts and retries are bounded; the raw request and response come back as `model_io` so they
+are stored with the step (image payloads are replaced by their content hash: the screenshots
+themselves are stored once, content-addressed, with the steps).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+import urllib.error
+import urllib.request
+
+from flywheel.agent_protocol import DEFAULT_COORDS, DEFAULT_K, ProtocolError, build_messages, parse_output
+
+from .base import PolicyError, PolicyState, Proposal
+
+# The pinned defaults; a ModelVersion's `sampling` may override these keys only.
+PINNED_SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 1024, "seed": 0}
+SAMPLING_KEYS = {"temperature", "top_p", "top_k", "max_tokens", "seed", "stop", "repetition_penalty",
+                 "presence_penalty", "frequency_penalty", "logprobs", "min_p"}
+# Protocol settings that may also live in `sampling` (they shape the prompt, not the sampler).
+PROTOCOL_KEYS = {"k_screenshots", "coords", "timeout_s", "retries"}
+RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+def _post_json(url: str, body: dict, timeout: float) -> tuple[int, dict | str]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            text = response.read().decode("utf-8", "replace")
+            status = response.status
+    except urllib.error.HTTPError as error:
+        text, status = error.read().decode("utf-8", "replace"), error.code
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
+def _redact_images(messages: list[dict]) -> list[dict]:
+    """The request as sent, with each data URL replaced by the image's sha256."""
+    redacted = []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, list):
+            content = [
+                {"type": "image_url", "image_url": {"url": "sha256:" + hashlib.sha256(
+                    _data_url_bytes(part["image_url"]["url"])).hexdigest()}}
+                if part.get("type") == "image_url" else part for part in content]
+        redacted.append({**message, "content": content})
+    return redacted
+
+
+def _data_url_bytes(url: str) -> bytes:
+    import base64
+
+    return base64.b64decode(url.split(",", 1)[1]) if url.startswith("data:") else url.encode()
+
+
+class EndpointPolicy:
+    def __init__(self, url: str, model: str, sampling: dict | None = None, k: int = DEFAULT_K,
+                 coords: str = DEFAULT_COORDS, timeout: float = 60.0, retries: int = 2, name: str = ""):
+        self.base_url = url.rstrip("/")
+        self.model = model
+        sampling = dict(sampling or {})
+        self.k = int(sampling.pop("k_screenshots", k))
+        self.coords = sampling.pop("coords", coords)
+        self.timeout = float(sampling.pop("timeout_s", timeout))
+        self.retries = int(sampling.pop("retries", retries))
+        self.sampling = {**PINNED_SAMPLING, **{key: value for key, value in sampling.items()
+                                               if key in SAMPLING_KEYS}}
+        self.name = name or f"{model}@{self.base_url}"
+
+    @classmethod
+    def from_model_version(cls, version):
+        return cls(version.endpoint_url, version.served_model_name or version.name,
+                   sampling=version.sampling, name=version.name)
+
+    def request_body(self, state: PolicyState) -> dict:
+        context = {"package": state.foreground.get("package"), "activity": state.foreground.get("activity")}
+        messages = build_messages(state.goal, state.history, state.screenshots, k=self.k,
+                                  coords=self.coords, known_path=state.known_path, context=context)
+        return {"model": self.model, "messages": messages, **self.sampling}
+
+    def propose(self, state: PolicyState) -> Proposal:
+        body = self.request_body(state)
+        model_io = {"url": self.base_url + "/chat/completions",
+                    "request": {**body, "messages": _redact_images(body["messages"])}, "attempts": []}
+        response = self._call(body, model_io)
+        try:
+            text = response["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            raise PolicyError("the endpoint's answer has no choices[0].message.content", model_io) from None
+        if isinstance(text, list):  # some servers answer content parts
+            text = "".join(part.get("text", "") for part in text if isinstance(part, dict))
+        try:
+            parsed = parse_output(text, screen=state.screen_size, default_coords=self.coords)
+        except ProtocolError as error:
+            model_io["parse_error"] = str(error)
+            raise PolicyError(f"the model's output does not follow the protocol: {error}", model_io) from None
+        model_io["parse_notes"] = parsed.notes
+        return Proposal(cot=parsed.cot, action=parsed.action, confidence=_confidence(response),
+                        model_io=model_io, policy=self.name)
+
+    def _call(self, body: dict, model_io: dict) -> dict:
+        url = self.base_url + "/chat/completions"
+        for attempt in range(self.retries + 1):
+            started = time.monotonic()
+            record = {"attempt": attempt + 1}
+            try:
+                status, answer = _post_json(url, body, self.timeout)
+            except (urllib.error.URLError, TimeoutError, OSError) as error:
+                record.update(error=f"{type(error).__name__}: {getattr(error, 'reason', error)}")
+                status, answer = None, None
+            record["latency_ms"] = round((time.monotonic() - started) * 1000)
+            if status is not None:
+                record["status"] = status
+            model_io["attempts"].append(record)
+            if status == 200 and isinstance(answer, dict):
+                model_io["response"] = answer
+                return answer
+            if status is not None:
+                model_io["response"] = answer
+                if status not in RETRYABLE_STATUS:
+                    raise PolicyError(f"the endpoint answered HTTP {status}: {str(answer)[:300]}", model_io)
+            if attempt < self.retries:
+                time.sleep(min(4.0, 0.25 * 2 ** attempt))
+        last = model_io["attempts"][-1]
+        raise PolicyError(f"the endpoint failed {len(model_io['attempts'])} time(s); last: "
+                          f"{last.get('error') or 'HTTP ' + str(last.get('status'))}", model_io)
+
+
+def _confidence(response: dict) -> float | None:
+    """exp(mean token log-probability) when the server returned logprobs; else unknown."""
+    try:
+        tokens = response["choices"][0]["logprobs"]["content"]
+        values = [token["logprob"] for token in tokens]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return round(math.exp(sum(values) / len(values)), 4) if values else None
+
+
+def check_endpoint_health(url: str, timeout: float = 5.0, model: str = "") -> dict:
+    """GET {url}/models: is the server up, and does it serve `model`?"""
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/models", timeout=timeout) as response:
+            payload = json.loads(response.read().decode("utf-8", "replace"))
+        models = [entry.get("id") for entry in payload.get("data", []) if isinstance(entry, dict)]
+    except urllib.error.HTTPError as error:
+        return {"ok": False, "error": f"HTTP {error.code}", "latency_ms": _ms(started)}
+    except (urllib.error.URLError, TimeoutError, OSError, ValueError, AttributeError) as error:
+        return {"ok": False, "error": f"{type(error).__name__}: {getattr(error, 'reason', error)}",
+                "latency_ms": _ms(started)}
+    result = {"ok": True, "models": models, "latency_ms": _ms(started)}
+    if model and model not in models:
+        result.update(ok=False, error=f"the server does not serve {model!r} (it serves {', '.join(models) or 'nothing'})")
+    return result
+
+
+def _ms(started: float) -> int:
+    return round((time.monotonic() - started) * 1000)

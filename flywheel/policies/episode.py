@@ -1,0 +1,57 @@
+"""Run a policy alone on one phone for one task (no person, nothing persisted).
+
+Used to measure a policy (bench/offline_policy.py, tests) with the very executor and safety audit
+that the collection lines use.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from devices.executor import ActionExecutor
+from devices.reset import reset_phone
+from flywheel.agent_protocol import HistoryEntry
+from flywheel.stepping import observe
+
+from .base import PolicyError, PolicyState
+
+ENDING_ACTIONS = ("terminate", "call_user", "clarify")
+
+
+@dataclass
+class Episode:
+    steps: list = field(default_factory=list)   # (cot, action, ActionResult)
+    outcome: str = ""                           # terminate:success, terminate:failure, error: ..., max_steps
+    answer: str = ""
+
+
+def run_episode(phone, task: dict, policy, max_steps: int = 20, k: int = 5) -> Episode:
+    """`task` is a query in the JSONL format of docs/query-format.md."""
+    apps = list(task.get("apps") or [])
+    reset_phone(phone, task.get("reset") or None, apps=apps)
+    executor = ActionExecutor(phone, holder="policy-episode")
+    episode, history, screenshots = Episode(), [], []
+    for _ in range(max_steps):
+        observation = observe(phone)
+        screenshots = (screenshots + [observation.png])[-k:]
+        state = PolicyState(goal=task["text"], history=history, screenshots=screenshots,
+                            hierarchy_xml=observation.hierarchy_xml,
+                            screen_size=(observation.width, observation.height),
+                            foreground=observation.foreground, known_path=task.get("known_path"), apps=apps)
+        try:
+            proposal = policy.propose(state)
+        except PolicyError as error:
+            episode.outcome = f"error: {error}"
+            return episode
+        result = executor.execute(proposal.action, hierarchy_xml=observation.hierarchy_xml)
+        episode.steps.append((proposal.cot, proposal.action, result))
+        if not result.ok:
+            episode.outcome = f"error: {result.reason or result.error}"
+            return episode
+        history.append(HistoryEntry(cot=proposal.cot, action=result.action))
+        if result.action["action"] in ENDING_ACTIONS:
+            status = result.action.get("status", "")
+            episode.outcome = f"{result.action['action']}:{status}" if status else result.action["action"]
+            episode.answer = result.action.get("answer", "")
+            return episode
+    episode.outcome = "max_steps"
+    return episode

@@ -1,0 +1,231 @@
+"""The built-in offline policy: rules over the UI hierarchy, no model needed.
+
+It follows the query's known path when there is one (resolving each step's target in the current
+hierarchy), otherwise matches the goal's words and quoted text to the elements on screen. Every
+proposal carries a filled-in five-tag reasoning whose [Decision] is generated from the action, so
+it passes the consistency gate. When nothing on screen fits, it says so (terminate failure) rather
+than tapping at random.
+"""
+from __future__ import annotations
+
+import re
+
+from devices.uitree import UiNode, all_nodes, parse_hierarchy
+from flywheel.agent_protocol import describe_action
+from flywheel.consistency import words
+
+from .base import PolicyState, Proposal
+
+MAX_STEPS = 20
+MAX_SEARCH_SCROLLS = 3
+SYSTEM_PACKAGES = ("com.android.systemui",)
+SUBMIT_WORDS = ("save", "send", "add", "done", "ok", "confirm", "search", "submit", "apply", "create",
+                "post", "translate", "rename", "connect")
+GOAL_FILLER = frozenset("""open app tap click turn set go find show use want please make sure then
+into using called named new see check get let put change switch enable disable settings""".split())
+_QUOTED = re.compile(r"[\"“”']([^\"“”']{1,80})[\"“”']")
+SELECTOR_KEYS = ("text", "text_contains", "resource_id", "content_desc")
+
+
+def find_target(nodes: list[UiNode], target: dict) -> UiNode | None:
+    """A known-path `target` (docs/query-format.md) in the hierarchy; `index` picks the n-th match."""
+    tests = {"text": lambda n, v: n.text == v,
+             "text_contains": lambda n, v: v.lower() in n.text.lower(),
+             "resource_id": lambda n, v: n.resource_id == v,
+             "content_desc": lambda n, v: n.desc == v}
+    used = [key for key in SELECTOR_KEYS if key in target]
+    if not used:
+        return None
+    found = [node for node in nodes if all(tests[key](node, target[key]) for key in used)]
+    index = target.get("index", 0)
+    return found[index] if isinstance(index, int) and 0 <= index < len(found) else None
+
+
+def label_of(node: UiNode) -> str:
+    """What a person would call the element: its own text, else its first descendant's (a row's title)."""
+    first = next((n.text or n.desc for n in node.walk() if n.text or n.desc), "")
+    return (first or node.resource_id.rsplit("/", 1)[-1])[:60]
+
+
+class OfflinePolicy:
+    name = "offline-rules-v1"
+
+    def propose(self, state: PolicyState) -> Proposal:
+        roots = parse_hierarchy(state.hierarchy_xml)
+        nodes = [node for node in all_nodes(roots) if node.package not in SYSTEM_PACKAGES]
+        observation = self._observe(state, nodes)
+        reflection = ""
+        if len(state.screenshots) >= 2 and state.screenshots[-1] == state.screenshots[-2] and state.history:
+            reflection = "The last action left the screen unchanged; the tap may have missed or the page is slow."
+        if len(state.history) >= MAX_STEPS:
+            action, plan, label, confidence = ({"action": "terminate", "status": "failure",
+                                                "answer": f"no progress after {MAX_STEPS} steps"},
+                                               "Stop: the step budget is spent.", None, 0.2)
+        elif state.known_path and state.known_path.get("steps"):
+            action, plan, label, confidence = self._follow_path(state, nodes)
+        else:
+            action, plan, label, confidence = self._match_goal(state, nodes)
+        cot = {"Observation": observation, "Reflection": reflection, "Plan": plan,
+               "Decision": describe_action(action, label), "Memory": ""}
+        return Proposal(cot=cot, action=action, confidence=confidence, policy=self.name)
+
+    # -- observation --------------------------------------------------------------------------
+
+    def _observe(self, state, nodes) -> str:
+        package = state.foreground.get("package") or (nodes[0].package if nodes else "")
+        texts = list(dict.fromkeys(node.text or node.desc for node in nodes if (node.text or node.desc)))
+        shown = ", ".join(f"\"{text[:40]}\"" for text in texts[:6] if '"' not in text)
+        where = f"{package} ({state.foreground.get('activity') or 'unknown activity'})" if package else "the screen"
+        return f"On {where}; it shows {shown}." if shown else f"On {where}; the screen shows no text."
+
+    # -- known path ---------------------------------------------------------------------------
+
+    def _effective_path(self, state) -> list[dict]:
+        steps = list(state.known_path.get("steps") or [])
+        if steps and steps[0].get("action") != "open" and state.apps:
+            steps.insert(0, {"action": "open", "app": state.apps[0]})  # the reset left us at Home
+        if not steps or steps[-1].get("action") != "terminate":
+            steps.append({"action": "terminate", "status": "success"})
+        return steps
+
+    def _follow_path(self, state, nodes):
+        steps = self._effective_path(state)
+        position = 0  # replay history against the path: extra scrolls/waits do not advance it
+        for entry in state.history:
+            if position < len(steps) and entry.action.get("action") == steps[position].get("action"):
+                position += 1
+        summary = state.known_path.get("summary") or f"{len(steps)} steps"
+        scrolls = _trailing_scrolls(state.history)
+        for offset, step in enumerate(steps[position:position + 2]):
+            if offset and not step.get("target"):
+                break  # skip ahead only on evidence: the next step's target is on screen
+            action, label = self._path_action(step, nodes, state.screen_size)
+            if action is not None:
+                plan = (f"Follow the known path ({summary}): step {position + offset + 1} of {len(steps)}"
+                        + (" (the previous step seems already done)" if offset else "") + ".")
+                return action, plan, label, 0.9 if offset == 0 else 0.6
+        missing = steps[position] if position < len(steps) else {}
+        if scrolls < MAX_SEARCH_SCROLLS and _scrollable(nodes):
+            return ({"action": "swipe", "direction": "up", "distance": 0.4},
+                    f"The next step's target {missing.get('target')} is not visible; scroll to look for it.",
+                    None, 0.4)
+        return ({"action": "terminate", "status": "failure",
+                 "answer": f"the known path's target {missing.get('target')} is not on the screen"},
+                "The known path does not match this screen; stop and report it.", None, 0.2)
+
+    def _path_action(self, step, nodes, screen):
+        """The concrete action for a path step, or (None, None) when its target is not on screen."""
+        name = step.get("action")
+        target = step.get("target")
+        node = find_target(nodes, target) if target else None
+        if target and node is None:
+            return None, None
+        point = list(node.center) if node else None
+        label = label_of(node) if node else None
+        pixel = {"coords": "pixel"}
+        if name in ("click", "double_click", "long_press"):
+            if point is None:
+                return None, None
+            action = {"action": name, "point": point, **pixel}
+            if name == "long_press" and step.get("duration_ms"):
+                action["duration_ms"] = step["duration_ms"]
+            return action, label
+        if name == "type":
+            action = {"action": "type", "text": str(step.get("text", ""))}
+            if point:
+                action.update(point=point, **pixel)
+            return action, label
+        if name == "swipe":
+            action = {"action": "swipe", "direction": step.get("direction", "up")}
+            if step.get("distance"):
+                action["distance"] = step["distance"]
+            if point:
+                action.update(point=point, **pixel)
+            return action, label
+        if name == "set_scroll_widget":
+            if point is None:
+                return None, None
+            return {"action": name, "point": point, "value": str(step.get("value", "")), **pixel}, label
+        keep = {key: value for key, value in step.items() if key not in ("target",)}
+        return keep, None  # open, system_button, wait, take_notes, terminate, clarify, call_user
+
+    # -- goal matching ------------------------------------------------------------------------
+
+    def _match_goal(self, state, nodes):
+        goal = state.goal
+        history = state.history
+        package = state.foreground.get("package", "")
+        if state.apps and package not in state.apps:
+            if history and history[-1].action.get("action") == "open":
+                return self._fail(f"opening {state.apps[0]} did not bring it to the front")
+            return ({"action": "open", "app": state.apps[0]},
+                    f"Open the app the task needs ({state.apps[0]}) first.", None, 0.85)
+        quoted = [text for text in _QUOTED.findall(goal) if text.strip()]
+        typed = {entry.action.get("text") for entry in history if entry.action.get("action") == "type"}
+        clicked = {_history_point(entry) for entry in history}
+        fields = [node for node in nodes if "EditText" in node.cls and node.enabled]
+        pending_text = [text for text in quoted if text not in typed]
+        if pending_text and fields:
+            field = next((f for f in fields if f.focused), fields[0])
+            return ({"action": "type", "text": pending_text[0], "point": list(field.center), "coords": "pixel"},
+                    f"Enter \"{pending_text[0]}\" as the goal asks.", label_of(field), 0.7)
+        if typed and history and history[-1].action.get("action") == "type":
+            submit = self._best(nodes, set(SUBMIT_WORDS), clicked)
+            if submit:
+                return ({"action": "click", "point": list(submit.center), "coords": "pixel"},
+                        "Confirm what was typed.", label_of(submit), 0.7)
+        if (quoted and not pending_text and len(history) >= 2 and history[-2].action.get("action") == "type"
+                and words(history[-1].cot.get("Decision", "")) & set(SUBMIT_WORDS)):
+            return ({"action": "terminate", "status": "success"},
+                    "The text is entered and confirmed; the goal is met.", None, 0.6)
+        goal_words = words(goal) - GOAL_FILLER - {w for app in state.apps for w in words(app.replace(".", " "))}
+        covered = set().union(*(words(" ".join(str(v) for v in entry.action.values() if isinstance(v, str))
+                                      + " " + (entry.cot.get("Decision") or "")) for entry in history)) \
+            if history else set()
+        remaining = goal_words - covered
+        node = self._best(nodes, remaining, clicked)
+        if node is not None:
+            return ({"action": "click", "point": list(node.center), "coords": "pixel"},
+                    f"Tap the element that matches the goal's words ({', '.join(sorted(words(node.all_text()) & remaining))}).",
+                    label_of(node), 0.6)
+        if history and goal_words and len(covered & goal_words) >= 0.6 * len(goal_words):
+            return ({"action": "terminate", "status": "success"},
+                    "Every part of the goal has been acted on; finish.", None, 0.5)
+        if _trailing_scrolls(history) < MAX_SEARCH_SCROLLS - 1 and _scrollable(nodes):
+            return ({"action": "swipe", "direction": "up", "distance": 0.4},
+                    "Nothing visible matches the goal; scroll to see more.", None, 0.3)
+        return self._fail("nothing on the screen matches the goal")
+
+    def _best(self, nodes, wanted: set, clicked: set) -> UiNode | None:
+        best, best_score = None, 0
+        for node in nodes:
+            if not (node.clickable or node.long_clickable) or not node.enabled or node.area == 0:
+                continue
+            if tuple(node.center) in clicked:
+                continue
+            score = len(words(node.all_text()) & wanted)
+            if score > best_score or (score == best_score and best is not None and node.area < best.area and score):
+                best, best_score = node, score
+        return best
+
+    def _fail(self, reason):
+        return ({"action": "terminate", "status": "failure", "answer": reason},
+                f"Stop honestly: {reason}.", None, 0.2)
+
+
+def _trailing_scrolls(history) -> int:
+    count = 0
+    for entry in reversed(history):
+        if entry.action.get("action") != "swipe":
+            break
+        count += 1
+    return count
+
+
+def _scrollable(nodes) -> bool:
+    return any(node.scrollable for node in nodes)
+
+
+def _history_point(entry):
+    point = entry.action.get("point")
+    return tuple(point) if isinstance(point, list) else None
