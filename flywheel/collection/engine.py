@@ -81,6 +81,7 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
                 return f"timeout ({config.timeout_s:.0f} s)"
             if lease is not None and not leases.heartbeat(lease, ttl=lease_ttl):
                 return "lease lost"
+            step_started = time.monotonic()
             anomaly = maybe_inject(phone, config.anomaly_rates, rng) if config.anomaly_rates else None
             observation = observe(phone)
             step = Step(trajectory=trajectory, index=index)
@@ -117,7 +118,8 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
             blocked_in_a_row = 0
             step = write_step(trajectory, index, executed_action=result.action, **step_fields)
             step.audit["cpt"] = feed_cpt_pool(step, result.action, (observation.width, observation.height))
-            Step.objects.filter(pk=step.pk).update(audit=step.audit)
+            step.timings["step_ms"] = round((time.monotonic() - step_started) * 1000)
+            Step.objects.filter(pk=step.pk).update(audit=step.audit, timings=step.timings)
             executed.append(result.action)
             index += 1
             name = result.action["action"]
