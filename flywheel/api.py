@@ -69,10 +69,36 @@ FunctionNodeViewSet = role_viewset(m.FunctionNode, write_roles=STAFF,
 GemPageViewSet = role_viewset(m.GemPage, write_roles=STAFF, filter_fields=("app",))
 EdgeViewSet = role_viewset(m.Edge, write_roles=STAFF, filter_fields=("kind",))
 ModelVersionViewSet = role_viewset(m.ModelVersion, write_roles=(ADMIN,), filter_fields=("kind",))
-CollectionRunViewSet = role_viewset(
+_CollectionRunBase = role_viewset(
     m.CollectionRun, read_roles=STAFF, write_roles=STAFF, filter_fields=("line", "status"),
     serializer=model_serializer(m.CollectionRun, read_only=(
         "status", "total", "completed", "created_by", "celery_task_id", "finished_at")))
+
+
+class CollectionRunViewSet(_CollectionRunBase):
+    http_method_names = ["get", "post", "head", "options"]
+
+    def perform_create(self, serializer):
+        """Creating a run launches it: work items are planned and sent to the phone hosts."""
+        from rest_framework.exceptions import ValidationError
+
+        from .collection.runs import launch_run
+
+        data = serializer.validated_data
+        if data["line"] not in ("automatic", "schema", "external"):
+            raise ValidationError({"line": "collection runs are automatic, schema or external"})
+        run = launch_run(data["line"], data.get("query_filter") or {}, data.get("model_version"),
+                         data.get("config") or {}, user=self.request.user)
+        serializer.instance = run
+
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        from .collection.runs import cancel_run
+
+        run = self.get_object()
+        cancel_run(run)
+        run.refresh_from_db()
+        return Response(self.get_serializer(run).data)
 TrajectoryViewSet = role_viewset(
     m.Trajectory, filter_fields=("line", "verdict", "destination", "status", "query", "run"),
     queryset=m.Trajectory.objects.select_related("query"))
