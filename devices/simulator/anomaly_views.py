@@ -189,7 +189,7 @@ def _code_sheet(anomalies, anomaly, m, package, close):
         top = m.height - m.nav_bar - m.px(1250)
         window.add(Node(cls="android.widget.FrameLayout", bounds=(0, top, m.width, m.height), draw="fill",
                         style={"bg": ui.SURFACE, "radius": m.px(48)}, package=package))
-        title, hint = "Enter payment password", f"Pay ¥{anomaly.params.get('amount', '99.00')} to the merchant"
+        title, hint = "Enter payment password", f"Pay ${anomaly.params.get('amount', '99.00')} to the merchant"
         field_id = f"{package}:id/pay_password"
     else:
         window = _page(m, package, f"{package}/.security.RiskVerifyActivity")

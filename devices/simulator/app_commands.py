@@ -75,7 +75,7 @@ def cmd_am(sh, args, stdin):
         return ok(text)
     if verb in ("force-stop", "kill"):
         if not rest:
-            return fail(f"Error: no package specified")
+            return fail("Error: no package specified")
         phone.force_stop(rest[-1])
         return ok()
     if verb == "broadcast":
@@ -120,6 +120,8 @@ def handle_broadcast(phone, intent) -> str | None:
         engine.key(str(extras.get("code", "")))
     elif action == "com.sim.RESET":
         phone.reset_ui()
+    elif action == "com.sim.FACTORY_RESET":
+        phone.factory_reset()
     return None
 
 

@@ -47,8 +47,9 @@ def app_window(engine, task) -> Node:
 
     body.on_swipe = scroll
     window.add(body)
-    for overlay in ctx.overlays:
-        window.add(overlay)
+    if ctx.paste_anchor is not None and any(node is ctx.paste_anchor[0] for node in body.walk()):
+        anchor, on_paste = ctx.paste_anchor
+        window.add(widgets.paste_popup(m, package, anchor.bounds, on_paste))
 
     if spec.get("app_bar", True):
         show_back = spec.get("back_button", "auto")
@@ -95,16 +96,17 @@ def app_dialog(engine, task):
     for button in buttons:
         if button["rid"] and ":id/" not in button["rid"]:
             button["rid"] = resource_id(task.package, button["rid"])
-    body_builder = None
-    if spec.get("elements"):
-        m = engine.metrics
-        pad = m.px(84) + m.px(64)
+    m = engine.metrics
+    pad = m.px(84) + m.px(64)
 
-        def body_builder(y, measure=False):
-            ctx.m = m.inset(pad - m.px(64), m.width - pad + m.px(64), m.px(64))  # the dialog's column
-            nodes, bottom = layout.build_elements(spec["elements"], ctx, y)
-            ctx.m = m
-            return nodes, bottom - y
+    def build_body(y, measure=False):
+        """Extra elements (inputs, radios, a wheel) laid out in the dialog's narrower column."""
+        ctx.m = m.inset(pad - m.px(64), m.width - pad + m.px(64), m.px(64))
+        nodes, bottom = layout.build_elements(spec["elements"], ctx, y)
+        ctx.m = m
+        return nodes, bottom - y
+
+    body_builder = build_body if spec.get("elements") else None
     cancelable = spec.get("cancelable", True)
     return widgets.dialog_window(engine.metrics, task.package, ctx.text(spec.get("title")), ctx.text(spec.get("message")),
                                  buttons, on_outside=close_then([]) if cancelable else None, body_builder=body_builder,

@@ -129,3 +129,42 @@ def load_apps(apps_dir=None) -> dict[str, AppSpec]:
         spec = load_app(path)
         apps[spec.package] = spec
     return dict(sorted(apps.items()))
+
+
+def export_function_trees(apps_dir=None) -> list[dict]:
+    """Every app's identity and function tree, as plain data the console can import."""
+    return [{"package": spec.package, "label": spec.label, "category": spec.category, "system": spec.system,
+             "version": spec.version, "functions": spec.function_nodes()}
+            for spec in load_apps(apps_dir).values()]
+
+
+def lint_app(spec: AppSpec) -> list[str]:
+    """Dangling references an engine would only notice at run time: pages, dialogs, function pages."""
+    problems = []
+
+    def visit(value, where):
+        if isinstance(value, dict):
+            for key in ("go", "replace", "reset_to"):
+                target = value.get(key)
+                if isinstance(target, str) and "{" not in target and target not in spec.pages:
+                    problems.append(f"{where}: {key} to unknown page {target!r}")
+            target = value.get("dialog")
+            if isinstance(target, str) and target not in spec.dialogs:
+                problems.append(f"{where}: unknown dialog {target!r}")
+            for key, child in value.items():
+                visit(child, where)
+        elif isinstance(value, list):
+            for child in value:
+                visit(child, where)
+
+    for page_id, page in spec.pages.items():
+        visit(page, f"page {page_id}")
+    for dialog_id, dialog in spec.dialogs.items():
+        visit(dialog, f"dialog {dialog_id}")
+    ids = {node["id"] for node in spec.function_nodes()}
+    for node in spec.functions:
+        if node.get("page") and node["page"] not in spec.pages:
+            problems.append(f"function {node['id']}: unknown page {node['page']!r}")
+        if node.get("reuse_of") and node["reuse_of"] not in ids:
+            problems.append(f"function {node['id']}: reuse_of unknown node {node['reuse_of']!r}")
+    return problems

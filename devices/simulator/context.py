@@ -20,7 +20,7 @@ class PageContext:
         self.package = task.package
         self.m = engine.metrics
         self.accent = ui.hex_color(self.app.theme.get("primary"), ui.ACCENT)
-        self.overlays = []  # nodes layout wants drawn above the body (the Paste popup)
+        self.paste_anchor = None  # (input node, callback) when the input's "Paste" popup is open
 
     # -- names -------------------------------------------------------------------------------
 
@@ -181,8 +181,9 @@ class PageContext:
             engine.replace_page(self.task, self.text(action["replace"], item), self._params(action, item))
         elif "reset_to" in action:
             engine.reset_task(self.task, self.text(action["reset_to"], item), self._params(action, item))
-        elif "back" in action:
-            engine.back()
+        elif "back" in action:  # the app finishes its page (unlike the Back key, which hides the keyboard first)
+            self.page.focused = None
+            engine.pop_page(self.task)
         elif "home" in action:
             engine.home()
         elif "set" in action:

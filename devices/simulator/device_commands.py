@@ -27,6 +27,8 @@ def cmd_input(sh, args, stdin):
         return Result(INPUT_USAGE.encode(), b"", 1)
     command, rest = args[0], args[1:]
     engine = phone.engine
+    if not phone.screen_on and command not in ("keyevent", "keycombination"):
+        return ok()  # touches on a sleeping screen do nothing
     try:
         if command == "text":
             if not rest:
@@ -40,14 +42,12 @@ def cmd_input(sh, args, stdin):
             duration = int(float(rest[4])) if len(rest) > 4 else 300
             engine.swipe(x1, y1, x2, y2, duration)
         elif command in ("keyevent", "keycombination"):
-            long_press = "--longpress" in rest
-            keys = [k for k in rest if not k.startswith("--")]
+            keys = [k for k in rest if not k.startswith("--")]  # --longpress/--doubletap: one press here
             if not keys:
                 return fail("Error: Invalid arguments for command: keyevent\n" + INPUT_USAGE)
             for key in keys:
                 if not engine.key(key):
                     return fail(f"Error: Unknown keycode: {key}")
-            del long_press
         elif command == "motionevent":
             action = rest[0].upper() if rest else ""
             x, y = _numbers(rest[1:], 2)
@@ -120,13 +120,17 @@ def cmd_wm(sh, args, stdin):
     if not args or args[0] == "size":
         if len(args) > 1:
             if args[1] == "reset":
-                phone.size_override = None
-            else:
-                phone.size_override = args[1]
+                phone.set_display_size(None)
+                return ok()
+            try:
+                width, height = (int(v) for v in args[1].lower().split("x"))
+            except ValueError:
+                return fail(f"Error: bad size {args[1]}", 255)
+            phone.set_display_size((width, height))  # apps are laid out and captured at the new size
             return ok()
         text = f"Physical size: {phone.width}x{phone.height}\n"
         if phone.size_override:
-            text += f"Override size: {phone.size_override}\n"
+            text += "Override size: {}x{}\n".format(*phone.size_override)
         return ok(text)
     if args[0] == "density":
         if len(args) > 1:

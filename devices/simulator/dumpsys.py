@@ -41,15 +41,15 @@ def dumpsys_window(phone, args):
         f"{phone.density}dpi nrml long port finger -keyb/v/h -nav/h winConfig={{ mBounds=Rect(0, 0 - {phone.width}, "
         f"{phone.height}) mAppBounds=Rect(0, 0 - {phone.width}, {phone.height}) mWindowingMode=fullscreen mActivityType=undefined mRotation=ROTATION_0}} s.1}}",
         "  mHasPermanentDpad=false",
-        f"  mTopFocusedDisplayId=0",
+        "  mTopFocusedDisplayId=0",
         f"  mCurrentFocus={focus}",
         f"  mFocusedApp={record}",
         f"  mInputMethodWindow=Window{{{_hex('ime')} u0 InputMethod}}",
         "  mDisplayFrozen=false",
-        f"  mRotation=0 mLastOrientation=-1",
+        "  mRotation=0 mLastOrientation=-1",
     ]
     if args[:1] == ["displays"]:
-        lines = [f"Display: mDisplayId=0", f"  init={phone.width}x{phone.height} {phone.density}dpi cur={phone.width}x{phone.height} app={phone.width}x{phone.height}"]
+        lines = ["Display: mDisplayId=0", f"  init={phone.width}x{phone.height} {phone.density}dpi cur={phone.width}x{phone.height} app={phone.width}x{phone.height}"]
     return "\n".join(lines) + "\n"
 
 
@@ -79,7 +79,7 @@ def dumpsys_activity(phone, args):
                              f"{task.package}/{_short(task.package, act)} t{task.task_id}}}")
         lines.append(f"  * Task{{{_hex('home')} #1 type=home A=com.google.android.apps.nexuslauncher U=0 sz=1}}")
         lines += ["", f"  ResumedActivity: {record}", f"  mResumedActivity: {record}",
-                  f"  mFocusedApp={record}", f"  mLastPausedActivity: null"]
+                  f"  mFocusedApp={record}", "  mLastPausedActivity: null"]
         return "\n".join(lines) + "\n"
     return "ACTIVITY MANAGER (dumpsys activity)\n"
 
@@ -127,7 +127,7 @@ def dumpsys_package(phone, package):
         return ""
     installed = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(phone.boot_time - 86400 * 30))
     perms = phone.permissions.get(package, {})
-    lines = [f"Packages:", f"  Package [{package}] ({_hex(package)}):", f"    userId=10{int(_hex(package), 16) % 900 + 100}",
+    lines = ["Packages:", f"  Package [{package}] ({_hex(package)}):", f"    userId=10{int(_hex(package), 16) % 900 + 100}",
              f"    pkg=Package{{{_hex(package, 'pkg')} {package}}}", f"    codePath={phone.apk_path(package).rsplit('/', 1)[0]}",
              f"    versionCode={spec.version_code} minSdk=26 targetSdk=34", f"    versionName={spec.version}",
              f"    pkgFlags=[ {'SYSTEM ' if spec.system else ''}HAS_CODE ALLOW_CLEAR_USER_DATA ALLOW_BACKUP ]",

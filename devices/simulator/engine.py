@@ -3,14 +3,16 @@
 One Engine per phone. Every change bumps `version`; `screen()` lays the screen out once per
 version and that single Node tree answers screenshots, uiautomator dumps and taps.
 """
+import logging
 from dataclasses import dataclass, field
 
-from devices.simulator import system_ui, ui, widgets
+from devices.simulator import app_window, system_ui, ui, widgets
 from devices.simulator.anomalies import Anomalies
 from devices.simulator.context import PageContext
 from devices.simulator.gestures import Gestures
 from devices.simulator.ui import Node
 
+log = logging.getLogger(__name__)
 LAUNCHER = "com.google.android.apps.nexuslauncher"
 LAUNCHER_ACTIVITY = ".NexusLauncherActivity"
 
@@ -49,6 +51,7 @@ class Engine(Gestures):
         self.share_text: str | None = None
         self.toast_text: str | None = None
         self.home_page = 0
+        self.launcher_menu: str | None = None   # package whose long-press shortcut popup is open
         self.next_task_id = 11
         self.version = 0
         self._screen = None
@@ -96,6 +99,7 @@ class Engine(Gestures):
 
     def push_page(self, task, page_id, params=None):
         if page_id not in self.apps[task.package].pages:
+            log.warning("%s: no page %r", task.package, page_id)
             return
         task.top.focused = None
         task.stack.append(PageInstance(page_id, dict(params or {})))
@@ -125,6 +129,7 @@ class Engine(Gestures):
 
     def replace_page(self, task, page_id, params=None):
         if page_id not in self.apps[task.package].pages:
+            log.warning("%s: no page %r", task.package, page_id)
             return
         task.stack[-1] = PageInstance(page_id, dict(params or {}))
         self._opened(task)
@@ -164,6 +169,7 @@ class Engine(Gestures):
         self.surface = "home"
         self.foreground = None
         self.home_page = 0
+        self.launcher_menu = None
         self.anomalies.on_home()
         self.changed()
 
@@ -181,13 +187,16 @@ class Engine(Gestures):
     def back(self):
         """Back closes the topmost thing, as Android does: keyboard, overlay, dialog, page."""
         self.changed()
-        if self.anomalies.handle_back():
+        if self.launcher_menu is not None:
+            self.launcher_menu = None
             return
         if self.shade_open:
             self.shade_open = False
             return
         if self.share_text is not None:
             self.share_text = None
+            return
+        if self.anomalies.handle_back():
             return
         if self.surface == "recents":
             self.surface = "home"
@@ -286,9 +295,6 @@ class Engine(Gestures):
             root.add(system_ui.recents(self))
         else:
             root.add(system_ui.launcher(self))
-        root.add(widgets.status_bar(m, self.phone.clock_text(), self.phone.battery_level,
-                                    self.phone.wifi_on, self.phone.data_on, self.phone.airplane_on))
-        root.add(widgets.nav_bar(m))
         if self.surface == "app" and self.foreground is not None:
             dialog = self._app_dialog(self.foreground)
             if dialog is not None:
@@ -300,6 +306,10 @@ class Engine(Gestures):
             root.add(window)
         if self.share_text is not None:
             root.add(system_ui.share_sheet(self))
+        # System bars sit above app windows and dialogs (they are never dimmed), below the shade.
+        root.add(widgets.status_bar(m, self.phone.clock_text(), self.phone.battery_level,
+                                    self.phone.wifi_on, self.phone.data_on, self.phone.airplane_on))
+        root.add(widgets.nav_bar(m))
         if self.shade_open:
             root.add(system_ui.shade(self))
         for window in self.anomalies.top_windows():
@@ -309,24 +319,22 @@ class Engine(Gestures):
         return root
 
     def _app_window(self, task) -> Node:
-        from devices.simulator.app_window import app_window
-        return app_window(self, task)
+        return app_window.app_window(self, task)
 
     def _app_dialog(self, task):
-        from devices.simulator.app_window import app_dialog
-        return app_dialog(self, task)
+        return app_window.app_dialog(self, task)
 
     # -- facts for dumpsys -----------------------------------------------------------------------
 
     def focus(self):
-        """(package, activity, window title) of the focused window."""
-        overlay = self.anomalies.focus()
-        if overlay:
-            return overlay
+        """(package, activity, window title) of the focused window: the topmost one drawn."""
         if self.shade_open:
             return ("com.android.systemui", "", "NotificationShade")
         if self.share_text is not None:
             return ("com.android.intentresolver", ".ChooserActivity", "")
+        overlay = self.anomalies.focus()
+        if overlay:
+            return overlay
         if self.surface == "app" and self.foreground is not None:
             task = self.foreground
             return (task.package, self.apps[task.package].activity_of(task.top.page_id), "")

@@ -64,10 +64,10 @@ def compile_expression(source: str):
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED_NODES):
             raise ExpressionError(f"not allowed in expression {source!r}: {type(node).__name__}")
-        if isinstance(node, ast.Call) and not (
-            isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS
-        ):
-            raise ExpressionError(f"unknown function in {source!r}")
+        if isinstance(node, ast.Call):
+            if not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
+                raise ExpressionError(f"unknown function in {source!r}")
+            node.func.id = "__fn__" + node.func.id  # so a state variable may be called `count` or `len`
     return compile(tree, "<app expression>", "eval")
 
 
@@ -75,7 +75,7 @@ class Scope(dict):
     """Name lookup for one evaluation; `resolve(ns, name)` answers namespaced names."""
 
     def __init__(self, resolve):
-        super().__init__(FUNCTIONS)
+        super().__init__({"__fn__" + name: fn for name, fn in FUNCTIONS.items()})
         self._resolve = resolve
 
     def __missing__(self, key):

@@ -10,6 +10,12 @@ class Farm:
         phones = [VirtualPhone(i, seed, self.apps, anomaly_rate=anomaly_rate, features=features) for i in range(devices)]
         self.phones: dict[str, VirtualPhone] = {phone.serial: phone for phone in phones}
 
+    def factory_reset(self, serial: str) -> VirtualPhone:
+        """Reset one phone in place to the state this farm created it in."""
+        phone = self.phones[serial]
+        phone.factory_reset()
+        return phone
+
     def phone(self, serial: str) -> VirtualPhone:
         return self.phones[serial]
 

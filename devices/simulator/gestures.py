@@ -18,12 +18,13 @@ LONG_PRESS_MS = 500
 
 
 def keycode_name(key: str) -> str | None:
-    """'KEYCODE_BACK', 'BACK' or '4' → 'BACK'; None when unknown."""
+    """'KEYCODE_BACK', 'BACK' or '4' (a number is a key code) → 'BACK'; None when unknown."""
     key = key.strip().upper()
     if key.startswith("KEYCODE_"):
-        key = key[len("KEYCODE_"):]
-    if key.isdigit() and int(key) in CODE_TO_NAME and not (len(key) == 1 and False):
-        return CODE_TO_NAME[int(key)]
+        name = key[len("KEYCODE_"):]
+        return name if name in KEYCODES else None
+    if key.isdigit():
+        return CODE_TO_NAME.get(int(key))
     return key if key in KEYCODES else None
 
 
@@ -54,9 +55,12 @@ class Gestures:
         self.anomalies.before_action()
 
     def _close_paste_menu(self):
-        """Any touch closes the Paste popup; hit-testing uses the screen from before it closed."""
+        """Any touch closes a popup (Paste, a launcher shortcut); hit-testing uses the screen from before."""
         if self.foreground is not None and self.foreground.top.paste_menu is not None:
             self.foreground.top.paste_menu = None
+            self.changed()
+        if self.launcher_menu is not None:
+            self.launcher_menu = None
             self.changed()
 
     def tap(self, x, y):

@@ -171,15 +171,9 @@ def build_input(spec, ctx, y, item):
     _common(node, spec, ctx, item)
     node.on_tap = ctx.focus_callback(spec) if node.enabled else None
     node.on_long_press = ctx.paste_menu_callback(spec) if node.enabled else None
-    nodes = [node]
     if ctx.page.paste_menu is spec and ctx.phone.clipboard:
-        box = node.bounds
-        popup = Node(cls="android.widget.TextView", bounds=(box[0], box[1] - m.px(130), box[0] + m.px(260), box[1] - m.px(10)),
-                     text="Paste", desc="Paste", clickable=True, draw="button", package=ctx.package,
-                     style={"bg": (60, 64, 67), "fg": ui.WHITE, "size": m.font(42), "radius": m.px(20)},
-                     on_tap=ctx.paste_callback(spec))
-        ctx.overlays.append(popup)  # drawn above the page body
-    return nodes, y + h
+        ctx.paste_anchor = (node, ctx.paste_callback(spec))  # app_window draws "Paste" above it once scrolled
+    return [node], y + h
 
 
 def ui_text(value) -> str:
@@ -200,10 +194,9 @@ def build_slider(spec, ctx, y, item):
         ratio = min(1.0, max(0.0, (x - box[0]) / max(1, box[2] - box[0])))
         ctx.set_value(spec, low + round(ratio * (high - low)), item)
 
-    node.on_tap = on_tap_at
-    node.on_swipe = lambda dx, dy, x1, y1: on_tap_at(x1 + dx, y1)
     _common(node, spec, ctx, item)
-    node.on_tap = on_tap_at
+    node.on_tap = on_tap_at  # a SeekBar takes the value under the finger
+    node.on_swipe = lambda dx, dy, x1, y1: on_tap_at(x1 + dx, y1)
     return [node], y + h
 
 

@@ -6,7 +6,7 @@ import threading
 import time
 import traceback
 
-from devices.simulator import app_commands, device_commands, dumpsys, hierarchy, render, shell_commands
+from devices.simulator import app_commands, device_commands, dumpsys, hierarchy, render, shell_commands, ui
 from devices.simulator.engine import Engine
 from devices.simulator.fs import VirtualFS
 from devices.simulator.phone_state import PROFILES, SettingsStore
@@ -46,16 +46,22 @@ class VirtualPhone:
         self.state = "device"
         self.features = list(features or FEATURES)
         self.width, self.height, self.density = profile["width"], profile["height"], profile["density"]
-        self.size_override = self.density_override = None
         self.lock = threading.RLock()
-        self.clock = float(BASE_EPOCH + index * 7)
+        self.all_apps = apps
+        self.anomaly_rate = anomaly_rate
         self.boot_time = BASE_EPOCH - 3600
+        self._boot()
+
+    def _boot(self):
+        """Everything a factory reset restores: settings, apps and their data, files, clock, UI."""
+        index, seed, profile = self.index, self.seed, self.profile
+        self.size_override = self.density_override = None
+        self.clock = float(BASE_EPOCH + index * 7)
         self.fs = VirtualFS(clock=self.now)
         self.settings = SettingsStore({"global": {"device_name": profile["model"]},
                                        "secure": {"android_id": f"{stable_int(seed, index, 'aid'):016x}"}})
         self.settings.listeners.append(self._on_setting_changed)
-        rng_value = stable_int(seed, index, "battery")
-        self.battery_level = 45 + rng_value % 55
+        self.battery_level = 45 + stable_int(seed, index, "battery") % 55
         self.battery_plugged = True
         self.screen_on = True
         self.clipboard = ""
@@ -66,12 +72,23 @@ class VirtualPhone:
         self.accounts = [("com.google", f"simuser{index + 1:04d}@gmail.com")]
         self.touch_down = None
         self._app_states: dict[str, dict] = {}
-        self.all_apps = apps
-        self.engine = Engine(self, self._choose_apps(apps), self.width, self.height)
-        self.engine.anomalies.configure(anomaly_rate, stable_int(seed, index, "anomalies"))
+        self.engine = Engine(self, self._choose_apps(self.all_apps), self.width, self.height)
+        self.engine.anomalies.configure(self.anomaly_rate, stable_int(seed, index, "anomalies"))
         self.render_cache = render.RenderCache()
         self.shell = Shell(self, COMMANDS)
         self._notification_id = 0
+
+    def set_display_size(self, size):
+        """`wm size WxH` / `wm size reset`: the screen is laid out and captured at that size."""
+        self.size_override = tuple(size) if size else None
+        width, height = self.size_override or (self.width, self.height)
+        self.engine.metrics = ui.Metrics(width, height)
+        self.engine.changed()
+
+    def factory_reset(self):
+        """Back to the state the farm created (same seed → same phone); the serial stays online."""
+        with self.lock:
+            self._boot()
 
     def _choose_apps(self, apps):
         """Core and system apps everywhere; each other app on a seeded ~80% of phones (all on sim-0001)."""
@@ -100,6 +117,8 @@ class VirtualPhone:
 
     def screencap_png(self) -> bytes:
         with self.lock:
+            if not self.screen_on:  # a real screencap of a sleeping screen is black
+                return render.black_png(self.engine.metrics.width, self.engine.metrics.height)
             png = self.render_cache.png(self.engine.version, self.engine.screen())
             self.engine.anomalies.observed()  # after the look: "Loading…" lasts a few looks
             return png
@@ -261,8 +280,10 @@ class VirtualPhone:
         return app_commands.handle_broadcast(self, intent)
 
     def open_app_info(self, package):
-        self.engine.launch("com.android.settings", page="app_detail", params={"package": package,
-                                                                           "label": self.engine.apps[package].label if package in self.engine.apps else package})
+        """Settings → App info for a package (from a crash dialog or a launcher shortcut)."""
+        spec = self.engine.apps.get(package)
+        params = {"package": package, "label": spec.label if spec else package, "version": spec.version if spec else ""}
+        self.engine.launch("com.android.settings", page="app_detail", params=params)
 
     def open_settings_page(self, page):
         self.engine.launch("com.android.settings", page=page)
@@ -293,7 +314,7 @@ class VirtualPhone:
 
     def open_setting_for_tile(self, key):
         page = {"wifi_on": "wlan", "bluetooth_on": "bluetooth", "low_power": "battery_saver",
-                "airplane_mode_on": "network", "location_mode": "location", "ui_night_mode": "display"}.get(key)
+                "airplane_mode_on": "connection", "location_mode": "location", "ui_night_mode": "display"}.get(key)
         if page:
             self.open_settings_page(page)
 

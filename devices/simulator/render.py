@@ -6,6 +6,7 @@ fonts are cached, PNG uses compress_level=1, and an unchanged screen is served f
 import struct
 import threading
 from collections import OrderedDict
+from functools import lru_cache
 
 from PIL import Image, ImageDraw
 
@@ -207,6 +208,12 @@ def paint_spinner(canvas, node):
     canvas.draw.arc(node.box, start=0, end=270, fill=node.style.get("color", ui.ACCENT), width=12)
 
 
+def paint_snapshot(canvas, node):
+    snapshot = node.style.get("_snapshot")
+    if snapshot is not None:
+        canvas.image.paste(snapshot, node.box[:2])
+
+
 def paint_icon(canvas, node, box=None, color=None):
     from devices.simulator.icons import draw_icon
     draw_icon(canvas.draw, box or node.box, node.style.get("icon", ""), color or node.style.get("color", ui.TEXT))
@@ -220,13 +227,18 @@ PAINTERS = {
     "fill": paint_fill, "text": paint_text, "row": paint_row, "button": paint_button, "input": paint_input,
     "toggle": paint_toggle, "checkbox": paint_checkbox, "radio": paint_radio, "slider": paint_slider,
     "wheel": paint_wheel, "scrim": paint_scrim, "battery": paint_battery, "app_icon": paint_app_icon,
-    "dot": paint_dot, "key": paint_key, "fab": paint_fab, "spinner": paint_spinner, "icon": paint_icon,
+    "dot": paint_dot, "key": paint_key, "fab": paint_fab, "spinner": paint_spinner, "icon": paint_icon, "snapshot": paint_snapshot,
 }
 
 
 def encode_png(image) -> bytes:
     """PNG bytes; only bands of rows not seen before are compressed (png.py)."""
     return png.ENCODER.encode(image)
+
+
+@lru_cache(maxsize=8)
+def black_png(width, height) -> bytes:
+    return encode_png(Image.new("RGB", (width, height), (0, 0, 0)))
 
 
 def raw_framebuffer(image) -> bytes:

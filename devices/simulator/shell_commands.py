@@ -197,7 +197,7 @@ def cmd_test(sh, args, stdin):
         try:
             a, b = int(args[0]), int(args[2])
         except ValueError:
-            return fail(f"test: bad number", 2)
+            return fail("test: bad number", 2)
         result = {"-eq": a == b, "-ne": a != b, "-lt": a < b, "-gt": a > b, "-le": a <= b, "-ge": a >= b}[args[1]]
     elif len(args) == 1:
         result = args[0] != ""
@@ -288,7 +288,7 @@ def cmd_sort(sh, args, stdin):
 
 def cmd_uname(sh, args, stdin):
     if "-a" in args:
-        return ok(f"Linux localhost 5.15.110-android14-11 #1 SMP PREEMPT aarch64 Toybox\n")
+        return ok("Linux localhost 5.15.110-android14-11 #1 SMP PREEMPT aarch64 Toybox\n")
     return ok("Linux\n")
 
 

@@ -1,4 +1,8 @@
 """System surfaces drawn by code: launcher (Home), Recents, notification shade, share sheet."""
+import zlib
+
+from PIL import Image
+
 from devices.simulator import ui
 from devices.simulator.layout import text_node
 from devices.simulator.ui import Node
@@ -37,12 +41,23 @@ def launcher(engine) -> Node:
     top = m.status_bar + m.px(220)
     workspace.add(text_node(m, (m.margin, m.status_bar + m.px(40), m.width - m.margin, m.status_bar + m.px(170)),
                             engine.phone.clock_text(long=True), 64, package=LAUNCHER))
+    menus = []
     for i, app in enumerate(apps[engine.home_page * per_page:(engine.home_page + 1) * per_page]):
         col, row = i % COLUMNS, i // COLUMNS
         x, y = col * cell_w, top + row * cell_h
         icon = workspace.add(Node(cls="android.widget.TextView", bounds=(x, y, x + cell_w, y + cell_h), text=app.label,
                                   desc=app.label, package=LAUNCHER, clickable=True, long_clickable=True,
-                                  on_tap=lambda *a, p=app.package: engine.launch(p)))
+                                  on_tap=lambda *a, p=app.package: engine.launch(p),
+                                  on_long_press=lambda *a, p=app.package: _open_icon_menu(engine, p)))
+        if engine.launcher_menu == app.package:
+            menu_y = y + cell_h if row < ROWS - 1 else y - m.px(140)
+            menu_x = min(x, m.width - m.px(360))
+            window_menu = Node(cls="android.widget.TextView", bounds=(menu_x, menu_y, menu_x + m.px(340), menu_y + m.px(130)),
+                               text="App info", rid=f"{LAUNCHER}:id/bubble_text", package=LAUNCHER, clickable=True,
+                               draw="button", style={"bg": ui.SURFACE, "fg": ui.TEXT, "border": ui.DIVIDER,
+                                                     "size": m.font(42), "radius": m.px(30)},
+                               on_tap=lambda *a, p=app.package: engine.phone.open_app_info(p))
+            menus.append(window_menu)
         size = m.px(160)
         ix = x + (cell_w - size) // 2
         icon.add(Node(bounds=(ix, y + m.px(30), ix + size, y + m.px(30) + size), draw="app_icon", in_dump=False,
@@ -51,6 +66,8 @@ def launcher(engine) -> Node:
         icon.add(Node(bounds=(x, y + m.px(206), x + cell_w, y + m.px(270)), draw="text", in_dump=False,
                       text=ui.ellipsize(app.label, m.font(36), cell_w - m.px(16)),
                       style={"size": m.font(36), "color": ui.TEXT, "align": "center"}))
+    for menu in menus:
+        workspace.add(menu)  # the long-press shortcut popup, above the icons
     if pages > 1:
         y = m.height - m.nav_bar - m.px(120)
         for p in range(pages):
@@ -58,6 +75,11 @@ def launcher(engine) -> Node:
             workspace.add(Node(bounds=(int(cx - m.px(10)), y, int(cx + m.px(10)), y + m.px(20)), draw="dot",
                                in_dump=False, style={"on": p == engine.home_page}))
     return window
+
+
+def _open_icon_menu(engine, package):
+    engine.launcher_menu = package
+    engine.changed()
 
 
 def recents(engine) -> Node:
@@ -69,26 +91,26 @@ def recents(engine) -> Node:
         window.add(text_node(m, (0, m.height // 2 - m.px(60), m.width, m.height // 2 + m.px(60)),
                              "No recent items", 48, ui.WHITE, align="center", package=LAUNCHER))
         return window
-    card_h = m.px(560)
-    y = m.status_bar + m.px(60)
-    for task in tasks[:3]:
+    # Up to four tasks, most recent first, as portrait snapshots in a 2x2 grid.
+    card_w = int(m.width * 0.36)
+    card_h = int(card_w * m.height / m.width)
+    label_h = m.px(90)
+    gap = (m.width - 2 * card_w) // 3
+    for i, task in enumerate(tasks[:4]):
         app = engine.apps.get(task.package)
         label = app.label if app else task.package
-        card = window.add(Node(cls="android.widget.FrameLayout", bounds=(m.px(90), y, m.width - m.px(90), y + card_h),
+        x = gap + (i % 2) * (card_w + gap)
+        y = m.status_bar + m.px(30) + (i // 2) * (card_h + label_h + m.px(30))
+        card = window.add(Node(cls="android.widget.FrameLayout", bounds=(x, y, x + card_w, y + label_h + card_h),
                                rid=f"{LAUNCHER}:id/snapshot", desc=label, package=LAUNCHER, clickable=True,
-                               draw="fill", style={"bg": ui.BACKGROUND, "radius": m.px(40)},
                                on_tap=lambda *a, p=task.package: engine.launch(p)))
         card.on_swipe = lambda dx, dy, *a, t=task: engine.remove_task(t) if abs(dy) > abs(dx) and dy < 0 else None
-        card.add(text_node(m, (m.px(140), y + m.px(30), m.width - m.px(140), y + m.px(110)), label, 46,
-                           rid=f"{LAUNCHER}:id/title", package=LAUNCHER))
-        page_title = app.pages.get(task.top.page_id, {}).get("title", label) if app else label
-        card.add(Node(bounds=(m.px(140), y + m.px(130), m.width - m.px(140), y + card_h - m.px(40)), draw="fill",
-                      in_dump=False, style={"bg": ui.SURFACE, "radius": m.px(20)}))
-        card.add(text_node(m, (m.px(180), y + m.px(150), m.width - m.px(180), y + m.px(230)),
-                           str(page_title) if "{" not in str(page_title) else label, 40, ui.TEXT_SECONDARY,
+        card.add(text_node(m, (x, y, x + card_w, y + label_h), label, 40, ui.WHITE, rid=f"{LAUNCHER}:id/title",
                            package=LAUNCHER))
-        card.children[-1].in_dump = False
-        y += card_h + m.px(40)
+        snapshot_box = (x, y + label_h, x + card_w, y + label_h + card_h)
+        snapshot = _task_snapshot(engine, task, snapshot_box)
+        card.add(Node(bounds=snapshot_box, draw="snapshot", in_dump=False,
+                      style={"_snapshot": snapshot, "digest": zlib.crc32(snapshot.tobytes()) if snapshot else 0}))
     button_y = m.height - m.nav_bar - m.px(200)
     window.add(Node(cls="android.widget.Button", bounds=(m.width // 2 - m.px(180), button_y, m.width // 2 + m.px(180),
                                                         button_y + m.px(120)),
@@ -96,6 +118,15 @@ def recents(engine) -> Node:
                     style={"bg": (95, 99, 104), "fg": ui.WHITE, "size": m.font(42), "radius": m.px(60)},
                     on_tap=lambda *a: _clear_all(engine)))
     return window
+
+
+def _task_snapshot(engine, task, box):
+    """The task's last screen, scaled into the Recents card (as Android keeps task snapshots)."""
+    from devices.simulator import app_window, render  # render imports ui only; kept local to stay light
+    if task.package not in engine.apps:
+        return None
+    image = render.render_image(app_window.app_window(engine, task))
+    return image.resize((box[2] - box[0], box[3] - box[1]), Image.BILINEAR)
 
 
 def _clear_all(engine):

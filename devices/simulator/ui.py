@@ -114,10 +114,13 @@ class Node:
             yield from child.walk()
 
     def signature(self, out: list) -> None:
-        """Everything that affects pixels, flattened for the render cache key."""
+        """Everything that affects pixels, flattened for the render cache key.
+
+        Style keys starting with "_" hold unhashable payloads (a snapshot image) and must come
+        with a hashable digest under another key."""
         out.append((self.draw, self.box, self.bounds, self.text, self.checked, self.focused,
                     self.enabled, self.selected, self.password,
-                    tuple(sorted(self.style.items())) if self.style else ()))
+                    tuple(sorted(kv for kv in self.style.items() if not kv[0].startswith("_"))) if self.style else ()))
         for child in self.children:
             child.signature(out)
 

@@ -57,7 +57,7 @@ def _sh(phone, command):
 
 def run_step(phone, step):
     action = step["action"]
-    width, height = phone.width, phone.height
+    width, height = phone.engine.metrics.width, phone.engine.metrics.height
     if action == "open":
         _sh(phone, f"monkey -p {step['app']} -c android.intent.category.LAUNCHER 1")
         return

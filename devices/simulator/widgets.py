@@ -198,6 +198,14 @@ def keyboard(m, on_key):
     return board
 
 
+def paste_popup(m, package, anchor, on_paste):
+    """The floating "Paste" action shown above a long-pressed text field."""
+    x, y = anchor[0], max(m.status_bar, anchor[1] - m.px(130))
+    return Node(cls="android.widget.TextView", bounds=(x, y, x + m.px(260), y + m.px(120)), text="Paste", desc="Paste",
+                clickable=True, draw="button", package=package, on_tap=on_paste,
+                style={"bg": (60, 64, 67), "fg": ui.WHITE, "size": m.font(42), "radius": m.px(20)})
+
+
 def toast(m, text):
     width = min(m.width - 2 * m.margin, int(ui.text_width(text, m.font(40))) + m.px(96))
     x1 = (m.width - width) // 2

@@ -1,0 +1,250 @@
+"""The safety audit (report §3.3.1): every action on every line passes it before it reaches a phone.
+
+It blocks actions that would confirm a payment, expose private data or do something irreversible,
+judged from the action AND the current screen: the element the action would hit (the smallest
+clickable node under its point; for `type` without a point, the focused field), that element's
+text / content-desc / resource-id, and the whole page's text. The rules are data
+(devices.models.SafetyRule, seeded by migration 0003, edited in the admin).
+
+`audit()` is a pure function over (action, hierarchy XML, rules); `audit_and_record()` loads the
+enabled rules and records a block as an AuditEvent.
+
+A typed-text pattern that starts with "@" names a built-in detector that a regex cannot express:
+@card_number (Luhn-valid 13-19 digit numbers), @id_number (ID numbers with valid check digits),
+@otp (one-time codes), @credential (a password or secret written out).
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from devices.actions import SCREEN_ACTIONS
+from devices.uitree import focused_node, node_at, parse_hierarchy, page_text
+
+logger = logging.getLogger(__name__)
+
+# Leaving a screen must always be possible, or a blocked agent could not walk away from danger.
+ESCAPE_BUTTONS = ("back", "home", "recents")
+PASSWORD_MARK = "[password field]"
+
+
+@dataclass
+class AuditRule:
+    """A rule as the pure audit sees it; SafetyRule instances have the same attributes."""
+
+    name: str
+    category: str
+    reason: str
+    action_types: list = field(default_factory=list)
+    element_patterns: list = field(default_factory=list)
+    page_patterns: list = field(default_factory=list)
+    typed_text_patterns: list = field(default_factory=list)
+    enabled: bool = True
+
+
+@dataclass
+class AuditDecision:
+    allowed: bool
+    reason: str = ""
+    rule: object = None          # the rule that blocked (AuditRule or SafetyRule)
+    element: dict | None = None  # what the action would have hit
+
+    @property
+    def blocked(self) -> bool:
+        return not self.allowed
+
+    @property
+    def rule_name(self) -> str:
+        return getattr(self.rule, "name", "")
+
+
+# -- built-in detectors -------------------------------------------------------------------------
+
+_CARD_CANDIDATE = re.compile(r"(?<![\d])(?:\d[ -]?){12,18}\d(?![\d])")
+_CN_ID = re.compile(r"(?<![\dA-Za-z])\d{17}[\dXx](?![\dA-Za-z])")
+_SSN = re.compile(r"(?<!\d)(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?!\d)")
+_OTP = re.compile(r"(?i)(otp|one[- ]time|verification|security|confirmation|login|auth\w*|2fa|sms)\s*"
+                  r"(code|pin|password|passcode)?\W{0,20}(is\W{0,3})?\d{4,8}(?!\d)|验证码\D{0,10}\d{4,8}")
+_SECRET_WORD = r"(password|passwd|pwd|passcode|pin code|secret|api[ _-]?key|token)"
+_CREDENTIAL = re.compile(
+    rf"(?i)\b{_SECRET_WORD}\b\s*(is|[:=：])\s*\S+"                   # "password: hunter2"
+    rf"|\b{_SECRET_WORD}\b\s+(?=[^\s\d]*\d)[^\s,.;]{{4,}}"           # "password sunflower42"
+    r"|密码\s*[是:：=]?\s*\S+")
+
+
+def luhn_valid(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = int(char)
+        if index % 2 == 1:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def find_card_numbers(text: str) -> list[str]:
+    found = []
+    for match in _CARD_CANDIDATE.finditer(text):
+        digits = re.sub(r"\D", "", match.group())
+        if 13 <= len(digits) <= 19 and luhn_valid(digits) and len(set(digits)) > 1:
+            found.append(digits)
+    return found
+
+
+def _cn_id_valid(number: str) -> bool:
+    weights = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+    total = sum(int(d) * w for d, w in zip(number[:17], weights))
+    return "10X98765432"[total % 11] == number[17].upper()
+
+
+def find_id_numbers(text: str) -> list[str]:
+    return [m.group() for m in _CN_ID.finditer(text) if _cn_id_valid(m.group())] + \
+        [m.group() for m in _SSN.finditer(text)]
+
+
+DETECTORS = {
+    "@card_number": lambda text: bool(find_card_numbers(text)),
+    "@id_number": lambda text: bool(find_id_numbers(text)),
+    "@otp": lambda text: bool(_OTP.search(text)),
+    "@credential": lambda text: bool(_CREDENTIAL.search(text)),
+}
+
+
+def secrets_in(text: str) -> list[str]:
+    """Why this text must never be kept as a note (Table 3: no credentials, no card numbers)."""
+    reasons = []
+    if find_card_numbers(text):
+        reasons.append("it contains a payment card number")
+    if find_id_numbers(text):
+        reasons.append("it contains an ID number")
+    if _OTP.search(text):
+        reasons.append("it contains a one-time verification code")
+    if _CREDENTIAL.search(text):
+        reasons.append("it contains a password or other credential")
+    return reasons
+
+
+# -- the pure audit ------------------------------------------------------------------------------
+
+@lru_cache(maxsize=512)
+def _compiled(pattern: str):
+    try:
+        return re.compile(pattern, re.IGNORECASE | re.MULTILINE)
+    except re.error:
+        logger.warning("safety rule pattern %r is not a valid regex; matching it literally", pattern)
+        return re.compile(re.escape(pattern), re.IGNORECASE | re.MULTILINE)
+
+
+def _matches(pattern: str, text: str) -> bool:
+    if pattern in DETECTORS:
+        return DETECTORS[pattern](text)
+    return bool(_compiled(pattern).search(text))
+
+
+def target_element(action: dict, roots):
+    """The node an action would act on, or None (keys, open, take_notes...)."""
+    name = action.get("action")
+    point = action.get("point") or action.get("start")
+    if name == "type" and not action.get("point"):
+        return focused_node(roots)
+    if name == "system_button":
+        return focused_node(roots) if action.get("button") == "enter" else None
+    if point and name in SCREEN_ACTIONS:
+        return node_at(roots, int(point[0]), int(point[1]))
+    return None
+
+
+def element_text(node) -> str:
+    """What element patterns look at, one item per line (so ^...$ anchors a whole label): a
+    clickable element's texts and content-descs (with its children's, as a row's title and
+    summary), its resource-id, and a mark for password fields."""
+    if node is None:
+        return ""
+    nodes = node.walk() if (node.clickable or node.long_clickable or node.focused) else [node]
+    lines = [part for n in nodes for part in (n.text, n.desc) if part]
+    lines.append(node.resource_id)
+    if node.password:
+        lines.append(PASSWORD_MARK)
+    return "\n".join(line for line in lines if line)
+
+
+def typed_text(action: dict) -> str | None:
+    if action.get("action") in ("type", "take_notes"):
+        return action.get("text") or ""
+    if action.get("action") == "set_scroll_widget":
+        return action.get("value")
+    return None
+
+
+def rule_applies(rule, action: dict, element: str | None, page: str, typed: str | None) -> bool:
+    """A rule blocks when every condition it has holds (it needs at least one condition)."""
+    name = action.get("action")
+    if not getattr(rule, "enabled", True):
+        return False
+    action_types = list(rule.action_types or [])
+    if action_types and name not in action_types:
+        return False
+    if not action_types and name not in SCREEN_ACTIONS:
+        return False
+    conditions = 0
+    if rule.element_patterns:
+        conditions += 1
+        if not element or not any(_matches(p, element) for p in rule.element_patterns):
+            return False
+    if rule.page_patterns:
+        conditions += 1
+        if not all(_matches(p, page) for p in rule.page_patterns):
+            return False
+    if rule.typed_text_patterns:
+        conditions += 1
+        if not typed or not any(_matches(p, typed) for p in rule.typed_text_patterns):
+            return False
+    return conditions > 0
+
+
+def audit(action: dict, hierarchy_xml: str, rules) -> AuditDecision:
+    """Judge one normalized (pixel) action against the screen it would act on."""
+    if action.get("action") == "system_button" and action.get("button") in ESCAPE_BUTTONS:
+        return AuditDecision(True)
+    roots = parse_hierarchy(hierarchy_xml or "")
+    node = target_element(action, roots)
+    element = element_text(node)
+    page = page_text(roots)
+    typed = typed_text(action)
+    for rule in rules:
+        if rule_applies(rule, action, element, page, typed):
+            described = node.describe() if node is not None else None
+            return AuditDecision(False, reason=f"{rule.reason} (safety rule '{rule.name}')",
+                                 rule=rule, element=described)
+    return AuditDecision(True, element=node.describe() if node is not None else None)
+
+
+# -- with the database ---------------------------------------------------------------------------
+
+def enabled_rules() -> list:
+    from devices.models import SafetyRule
+
+    return list(SafetyRule.objects.filter(enabled=True))
+
+
+def audit_and_record(action: dict, hierarchy_xml: str, *, phone=None, device=None, holder: str = "",
+                     rules=None) -> AuditDecision:
+    """audit() with the enabled rules of the database; a block is stored as an AuditEvent."""
+    decision = audit(action, hierarchy_xml, enabled_rules() if rules is None else rules)
+    if decision.blocked:
+        record_block(action, decision, phone=phone, device=device, holder=holder)
+    return decision
+
+
+def record_block(action: dict, decision: AuditDecision, *, phone=None, device=None, holder: str = ""):
+    """Store a blocked action as an AuditEvent (the rule is linked when it is a database rule)."""
+    from devices.models import AuditEvent, Device, SafetyRule
+
+    if device is None and phone is not None:
+        device = Device.objects.filter(adb_server=phone.address, serial=phone.serial).first()
+    return AuditEvent.objects.create(
+        device=device, holder=holder or "", action=action,
+        rule=decision.rule if isinstance(decision.rule, SafetyRule) else None,
+        reason=decision.reason[:300], element=decision.element)

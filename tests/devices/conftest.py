@@ -1,0 +1,98 @@
+"""The virtual farm as a real ADB server in a subprocess on a free port, and phones on it.
+
+Every test that touches a phone gets a PhoneConnection to a phone that was reset to the home
+screen (all apps force-stopped, overlays and network trouble cleared).
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from devices.phone import PhoneConnection
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FARM_DEVICES = 2
+
+
+def farm_is_built() -> bool:
+    return importlib.util.find_spec("devices.simulator.farm") is not None
+
+
+def _read_announced_port(process, log_path, timeout: float = 120) -> int:
+    """The farm prints `virtual farm ADB server listening on port N` once it accepts connections."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        match = re.search(r"listening on port (\d+)", line)
+        if match:
+            return int(match.group(1))
+    raise RuntimeError(f"the farm did not start; its log says:\n{log_path.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def farm(tmp_path_factory):
+    """(port, serials) of `python -m devices.simulator --devices 2 --port 0`."""
+    if not farm_is_built():
+        pytest.skip("the virtual farm (devices/simulator/farm.py) is not built yet")
+    log_path = tmp_path_factory.mktemp("device-farm") / "farm.log"
+    log = log_path.open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "devices.simulator", "--devices", str(FARM_DEVICES), "--port", "0", "--seed", "0"],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        port = _read_announced_port(process, log_path)
+        yield port, [f"sim-{i + 1:04d}" for i in range(FARM_DEVICES)]
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+@pytest.fixture
+def phone(farm):
+    """sim-0001 (it has every app), back on a clean home screen."""
+    port, serials = farm
+    connection = PhoneConnection(address=f"127.0.0.1:{port}", serial=serials[0])
+    _clean(connection)
+    yield connection
+    _clean(connection)
+
+
+def _clean(connection):
+    from devices.anomalies import clear_anomalies
+
+    clear_anomalies(connection)
+    packages = [line.split(":", 1)[1] for line in connection.shell("pm list packages").split()
+                if line.startswith("package:")]
+    connection.shell("; ".join(f"am force-stop {p}" for p in packages) + "; input keyevent KEYCODE_HOME")
+
+
+def texts(connection) -> list[str]:
+    """Every text and content-desc on the phone's screen now."""
+    from devices.uitree import all_nodes, parse_hierarchy
+
+    roots = parse_hierarchy(connection.dump_hierarchy())
+    return [part for node in all_nodes(roots) for part in (node.text, node.desc) if part]
+
+
+def find(connection, text: str = None, resource_id: str = None):
+    """The first node whose text/desc equals `text` (or whose resource-id ends with `resource_id`)."""
+    from devices.uitree import all_nodes, parse_hierarchy
+
+    for node in all_nodes(parse_hierarchy(connection.dump_hierarchy())):
+        if text is not None and text in (node.text, node.desc):
+            return node
+        if resource_id is not None and node.resource_id.endswith(resource_id):
+            return node
+    return None

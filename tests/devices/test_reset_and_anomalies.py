@@ -1,0 +1,113 @@
+"""Reset spec, step context and anomaly injection on the farm, all over ordinary ADB."""
+import random
+
+import pytest
+
+from devices.anomalies import KINDS, AnomalyError, anomaly_command, clear_anomalies, inject_anomaly, maybe_inject
+from devices.reset import ResetError, reset_phone, step_context, validate_spec
+from tests.devices.conftest import find, texts
+
+pytestmark = pytest.mark.farm
+
+
+def note_count(phone):
+    return phone.shell("content query --uri content://com.sim.notes/notes").count("Row:")
+
+
+def test_step_context_names_package_activity_and_stack(phone):
+    phone.shell("monkey -p com.sim.notes -c android.intent.category.LAUNCHER 1")
+    phone.shell("monkey -p com.android.settings -c android.intent.category.LAUNCHER 1")
+    context = step_context(phone)
+    assert context["package"] == "com.android.settings" and context["activity"] == ".Settings"
+    assert context["activity_stack"][0] == "com.android.settings/.Settings"
+    assert "com.sim.notes/.NotesListActivity" in context["activity_stack"]
+
+
+def test_reset_force_stops_clears_and_goes_home(phone):
+    before = note_count(phone)
+    phone.shell("am start -n com.sim.notes/.EditorActivity")
+    phone.shell("input tap 540 363; input text Temporary")
+    phone.shell(f"input tap 540 {find(phone, text='Save').center[1]}")
+    assert note_count(phone) == before + 1
+
+    record = reset_phone(phone, apps=["com.sim.notes"])
+
+    assert record["ok"] and record["commands"] == [
+        "am force-stop com.sim.notes", "pm clear com.sim.notes", "input keyevent KEYCODE_HOME"]
+    assert note_count(phone) == before
+    assert "launcher" in step_context(phone)["package"]
+    assert "com.sim.notes" not in "".join(step_context(phone)["activity_stack"])
+
+
+def test_reset_spec_options_and_errors(phone):
+    phone.shell("monkey -p com.sim.shop -c android.intent.category.LAUNCHER 1; svc wifi disable; svc data disable")
+    record = reset_phone(phone, {"force_stop": "all", "home": False, "clear_anomalies": True})
+    assert "am force-stop com.sim.shop" in record["commands"] and "pm clear com.sim.shop" not in record["commands"]
+    assert phone.shell("settings get global wifi_on").strip() == "1"
+    bad = reset_phone(phone, {"clear": ["com.sim.nothing"], "home": False})
+    assert not bad["ok"] and "com.sim.nothing" in bad["errors"][0]
+    for spec in ({"reboot": True}, {"clear": "com.sim.notes"}, {"force_stop": ["not a package"]}, []):
+        with pytest.raises(ResetError):
+            validate_spec(spec)
+
+
+# kind -> (app to open first or None, text that shows the anomaly on screen)
+SHOWS_AS = {
+    "notification": (None, "Shell notification: "),
+    "low_battery": (None, "Battery may run out soon"),
+    "permission_dialog": ("com.sim.notes", "Allow Notes to "),
+    "network_off": ("com.sim.shop", "Network unavailable, please retry"),
+    "airplane_mode": ("com.sim.shop", "Network unavailable, please retry"),
+    "slow_network": ("com.sim.shop", "Loading…"),
+    "ad_popup": ("com.sim.shop", "Advertisement"),
+    "storage_full": (None, "Storage space running out"),
+    "app_crash": ("com.sim.notes", "Notes keeps stopping"),
+    "app_not_responding": ("com.sim.notes", "Notes isn't responding"),
+    "update_prompt": ("com.sim.shop", "New version available"),
+}
+
+
+def test_every_kind_has_a_screen_check():
+    assert set(SHOWS_AS) == set(KINDS)
+
+
+@pytest.mark.parametrize("kind", sorted(SHOWS_AS))
+def test_each_injected_anomaly_shows_on_the_screen_and_clears(phone, kind):
+    app, shows = SHOWS_AS[kind]
+    if app:
+        phone.shell(f"monkey -p {app} -c android.intent.category.LAUNCHER 1")
+    record = inject_anomaly(phone, kind, random.Random(0))
+    assert record["kind"] == kind and record["command"] and record["at"].endswith("+00:00")
+    assert record["via"] in ("adb", "farm")
+    screen = "\n".join(texts(phone))
+    assert shows in screen, screen
+    clear_anomalies(phone)
+    if kind != "notification":  # a heads-up stays in the shade, as on a phone
+        assert shows not in "\n".join(texts(phone))
+
+
+def test_ordinary_adb_commands_are_used_where_android_has_them():
+    rng = random.Random(0)
+    assert anomaly_command("notification", rng)[0].startswith("cmd notification post -t ")
+    assert anomaly_command("low_battery", rng)[0].startswith("dumpsys battery unplug")
+    assert anomaly_command("network_off", rng) == ("svc wifi disable; svc data disable", "adb")
+    assert anomaly_command("airplane_mode", rng) == ("cmd connectivity airplane-mode enable", "adb")
+    with pytest.raises(AnomalyError):
+        anomaly_command("meteor_strike", rng)
+
+
+def test_in_app_anomalies_need_an_app(phone):
+    with pytest.raises(AnomalyError, match="needs an app"):
+        inject_anomaly(phone, "ad_popup", random.Random(0))
+
+
+def test_maybe_inject_is_seeded(phone):
+    assert maybe_inject(phone, {"notification": 0.0, "low_battery": 0.0}, random.Random(1)) is None
+    first = maybe_inject(phone, {"notification": 0.5, "storage_full": 0.5}, random.Random(3))
+    clear_anomalies(phone)
+    second = maybe_inject(phone, {"notification": 0.5, "storage_full": 0.5}, random.Random(3))
+    assert (first or {}).get("kind") == (second or {}).get("kind")
+    always = maybe_inject(phone, {"low_battery": 1.0}, random.Random(0))
+    assert always["kind"] == "low_battery" and "Battery may run out soon" in texts(phone)
+    with pytest.raises(AnomalyError):
+        maybe_inject(phone, {"meteor_strike": 1.0}, random.Random(0))
