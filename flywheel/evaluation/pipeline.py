@@ -34,9 +34,17 @@ def _hierarchy(step: Step) -> str:
         return ""
 
 
+def _screenshot_loader(step: Step):
+    if not step.screenshot:
+        return None
+    name = step.screenshot.name
+    return lambda: read_blob(name)
+
+
 def trajectory_view(trajectory: Trajectory) -> TrajectoryView:
     steps = [StepView(index=s.index, hierarchy=_hierarchy(s), action=s.executed_action,
-                      cot=s.cot or {}, package=s.foreground_package, masked=s.label_masked)
+                      cot=s.cot or {}, package=s.foreground_package, masked=s.label_masked,
+                      screenshot=_screenshot_loader(s))
              for s in trajectory.steps.order_by("index")]
     last = steps[-1] if steps else None
     final = last.hierarchy if last and (last.action or {}).get("action") in FINAL_ACTIONS else ""

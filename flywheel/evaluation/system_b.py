@@ -6,20 +6,34 @@ previous one. Then a global judgment: every milestone reached and the trajectory
 declaring success.
 """
 from . import SystemVote
+from .ocr import ocr_text
 from .screens import find
 from .trajectory_view import TrajectoryView
 
 
+def _seen_by_ocr(loader, milestone) -> bool:
+    """Where the hierarchy lacks the text, read the screenshot (text milestones only)."""
+    wanted = milestone.get("text") or milestone.get("text_contains")
+    if not wanted or loader is None:
+        return False
+    text = ocr_text(loader())
+    return bool(text) and wanted.lower() in " ".join(text.split()).lower()
+
+
 def milestone_progress(view: TrajectoryView, milestones: list) -> list:
-    """For each milestone in order, the index of the screen where it first held after the last."""
-    screens = view.screens()
+    """For each milestone in order, (index of the screen where it first held after the previous
+    one, "hierarchy" or "ocr"), or None when it never held."""
+    screens, loaders = view.screens(), view.screenshot_loaders()
     reached, cursor = [], 0
     for milestone in milestones:
-        hit = next((i for i in range(cursor, len(screens)) if find(screens[i], milestone)), None)
+        hit = next(((i, "hierarchy") for i in range(cursor, len(screens)) if find(screens[i], milestone)), None)
+        if hit is None:
+            hit = next(((i, "ocr") for i in range(cursor, len(screens))
+                        if _seen_by_ocr(loaders[i], milestone)), None)
         reached.append(hit)
         if hit is None:
             break
-        cursor = hit
+        cursor = hit[0]
     return reached
 
 
@@ -28,7 +42,8 @@ def system_b_vote(view: TrajectoryView) -> SystemVote:
     if not milestones:
         return SystemVote("B", "abstain", "no milestones for this query")
     reached = milestone_progress(view, milestones)
-    details = {"reached": [{"name": m.get("name", ""), "at": r} for m, r in zip(milestones, reached)]}
+    details = {"reached": [{"name": m.get("name", ""), "at": r[0] if r else None, "by": r[1] if r else None}
+                           for m, r in zip(milestones, reached)]}
     missing = [m.get("name") or str(m) for m, r in zip(milestones, reached) if r is None]
     if len(reached) < len(milestones):
         missing += [m.get("name") or str(m) for m in milestones[len(reached):]]

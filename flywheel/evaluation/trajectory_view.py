@@ -10,6 +10,7 @@ class StepView:
     cot: dict = field(default_factory=dict)
     package: str = ""
     masked: bool = False
+    screenshot: object = None       # a callable returning the PNG bytes (loaded only when needed)
 
 
 @dataclass
@@ -33,3 +34,10 @@ class TrajectoryView:
         if self.final_hierarchy:
             seen.append(self.final_hierarchy)
         return seen
+
+    def screenshot_loaders(self):
+        """Loaders of the screenshots that go with screens(), index for index (None: none)."""
+        loaders = [step.screenshot for step in self.steps]
+        if self.final_hierarchy:
+            loaders.append(self.steps[-1].screenshot if self.steps else None)
+        return loaders

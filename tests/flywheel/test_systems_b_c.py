@@ -78,3 +78,31 @@ def test_a_popup_blocked_run_is_env_error():
 
 def test_abstains_without_milestones():
     assert system_b_vote(view([(HOME, DONE)], HOME, spec={})).vote == "abstain"
+
+
+def test_system_b_reads_the_screenshot_where_the_hierarchy_lacks_the_text():
+    import io
+    import os
+    import shutil
+
+    import pytest
+    from PIL import Image, ImageDraw, ImageFont
+
+    if not shutil.which("tesseract"):
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but Debian's tesseract-ocr is not installed")
+        pytest.skip("tesseract is not installed (apt-get install tesseract-ocr)")
+    image = Image.new("RGB", (1080, 600), "white")
+    ImageDraw.Draw(image).text((60, 250), "Order placed", fill="black",
+                               font=ImageFont.load_default(size=72))
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    web_view = screen("")  # a web view: nothing readable in the hierarchy
+    spec = {"milestones": [{"name": "settings", "text": "WLAN"}, {"name": "placed", "text": "Order placed"}]}
+    view = TrajectoryView(goal="buy", steps=[
+        StepView(index=0, hierarchy=SETTINGS, action=click(1, 1)),
+        StepView(index=1, hierarchy=web_view, action=DONE, screenshot=lambda: buffer.getvalue())],
+        verification=spec)
+    vote = system_b_vote(view)
+    assert vote.vote == "true", vote.rationale
+    assert vote.details["reached"][1] == {"name": "placed", "at": 1, "by": "ocr"}
