@@ -199,6 +199,8 @@ SPECTACULAR_SETTINGS = {
 
 # Phones: every ADB server the console drives (the virtual farm by default).
 ADB_SERVERS = env_list("ADB_SERVERS", "127.0.0.1:15037")
+# An OpenAI-compatible model version (by name) that judges for HTSC Systems B and C; rules otherwise.
+JUDGE_MODEL_VERSION = os.environ.get("JUDGE_MODEL_VERSION", "")
 # A collection worker that stops sending heartbeats loses its phones after this long.
 COLLECTION_LEASE_SECONDS = int(os.environ.get("COLLECTION_LEASE_SECONDS", "60"))
 

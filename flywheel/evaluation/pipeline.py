@@ -14,6 +14,7 @@ from ..blobs import read_blob
 from ..htsc import htsc_consensus
 from ..models import Step, Trajectory, Verdict, Vote
 from . import SystemVote
+from .llm_judge import judge_model_version
 from .routing import route_trajectory
 from .system_a import system_a_vote
 from .system_b import system_b_vote
@@ -92,11 +93,12 @@ def evaluate_trajectory(trajectory: Trajectory, phone: PhoneConnection | None = 
     view = trajectory_view(trajectory)
     blocked = {s.index for s in trajectory.steps.all() if (s.audit or {}).get("blocked")}
     violation = safety_checklist(view, blocked_steps=blocked)
+    judge = judge_model_version()
     votes = [
         system_a_vote(phone, view.verification) if phone is not None
         else SystemVote("A", "abstain", "the phone's terminal state was not available"),
-        system_b_vote(view),
-        system_c_vote(view),
+        system_b_vote(view, judge),
+        system_c_vote(view, judge),
     ]
     for vote in votes:
         vote.safety_violation = violation

@@ -37,8 +37,17 @@ def milestone_progress(view: TrajectoryView, milestones: list) -> list:
     return reached
 
 
-def system_b_vote(view: TrajectoryView) -> SystemVote:
+def system_b_vote(view: TrajectoryView, judge=None) -> SystemVote:
     milestones = view.verification.get("milestones") or []
+    derived_note = ""
+    if not milestones and judge is not None:
+        from .llm_judge import JudgeUnavailable, derive_milestones
+
+        try:
+            milestones = derive_milestones(judge, view.goal)
+            derived_note = f" (milestones derived by {judge.name})"
+        except JudgeUnavailable as error:
+            return SystemVote("B", "abstain", f"no milestones, and the judge could not derive them: {error}")
     if not milestones:
         return SystemVote("B", "abstain", "no milestones for this query")
     reached = milestone_progress(view, milestones)
@@ -48,10 +57,10 @@ def system_b_vote(view: TrajectoryView) -> SystemVote:
     if len(reached) < len(milestones):
         missing += [m.get("name") or str(m) for m in milestones[len(reached):]]
     if missing:
-        return SystemVote("B", "false", f"milestone not reached: {missing[0]}", details=details)
+        return SystemVote("B", "false", f"milestone not reached: {missing[0]}{derived_note}", details=details)
     last = view.last_action or {}
     if last.get("action") == "terminate" and last.get("status") == "failure":
         return SystemVote("B", "false", "all milestones seen, but the agent declared failure",
                           details=details)
-    return SystemVote("B", "true", f"all {len(milestones)} milestones reached in order",
+    return SystemVote("B", "true", f"all {len(milestones)} milestones reached in order{derived_note}",
                       details=details)

@@ -50,9 +50,23 @@ def goal_on_screen(view: TrajectoryView) -> bool | None:
                      milestones[-1]))
 
 
-def system_c_vote(view: TrajectoryView) -> SystemVote:
+def system_c_vote(view: TrajectoryView, judge=None) -> SystemVote:
     if not view.steps:
         return SystemVote("C", "false", "the trajectory has no steps")
+    fallback = ""
+    if judge is not None:
+        from .llm_judge import JudgeUnavailable, path_vote
+
+        try:
+            return path_vote(judge, view)
+        except JudgeUnavailable as error:
+            fallback = f" (rules; the LLM judge failed: {error})"
+    vote = rules_vote(view)
+    vote.rationale += fallback
+    return vote
+
+
+def rules_vote(view: TrajectoryView) -> SystemVote:
     cause = interference_seen(view)
     if cause:
         return SystemVote("C", "env_error", f"blocked by {cause}", details={"environment": cause})

@@ -1,0 +1,86 @@
+"""An LLM judge for Systems B and C when an OpenAI-compatible endpoint is configured.
+
+Set JUDGE_MODEL_VERSION to the name of a registered endpoint model version. System B then asks it
+to decompose a query without milestones into ordered subgoals; System C asks it whether the
+action–observation history is a coherent, complete path. Any failure of the judge falls back to
+the rules (and says so), so evaluation never stops for an endpoint.
+"""
+import json
+import re
+
+from django.conf import settings
+
+from devices.uitree import page_text, parse_hierarchy
+
+from ..agent_protocol import describe_action
+from ..models import ModelVersion
+from ..policies.endpoint import _post_json
+from . import SystemVote
+
+VOTES = ("true", "false", "env_error")
+
+
+class JudgeUnavailable(Exception):
+    pass
+
+
+def judge_model_version():
+    name = getattr(settings, "JUDGE_MODEL_VERSION", "")
+    if not name:
+        return None
+    return ModelVersion.objects.filter(name=name, kind="endpoint").first()
+
+
+def ask_json(version, system: str, user: str, timeout: float = 60) -> dict:
+    body = {"model": version.served_model_name or version.name, "temperature": 0, "max_tokens": 800,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+    try:
+        status, response = _post_json(version.endpoint_url.rstrip("/") + "/chat/completions", body, timeout)
+    except OSError as error:
+        raise JudgeUnavailable(f"judge endpoint unreachable: {error}") from error
+    if status != 200 or not isinstance(response, dict):
+        raise JudgeUnavailable(f"judge endpoint answered {status}")
+    try:
+        content = response["choices"][0]["message"]["content"]
+        match = re.search(r"\{.*\}", content, re.DOTALL)
+        return json.loads(match.group(0))
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as error:
+        raise JudgeUnavailable(f"judge output is not JSON: {error}") from error
+
+
+def derive_milestones(version, goal: str) -> list[dict]:
+    answer = ask_json(version,
+                      "You decompose a phone task into an ordered checklist of milestones. Answer JSON: "
+                      '{"milestones": [{"name": short name, "text_contains": text visible on screen '
+                      "when the milestone is reached}]}",
+                      f"Task: {goal}")
+    milestones = [m for m in answer.get("milestones", []) if isinstance(m, dict)
+                  and isinstance(m.get("text_contains") or m.get("text"), str)]
+    if not milestones:
+        raise JudgeUnavailable("the judge derived no usable milestone")
+    return milestones
+
+
+def history_text(view) -> str:
+    lines = []
+    for step in view.steps:
+        screen = " | ".join(page_text(parse_hierarchy(step.hierarchy)).split("\n")[:25])
+        action = describe_action(step.action) if step.action else "(no action)"
+        lines.append(f"Step {step.index}: screen shows: {screen}\n  action: {action}")
+    return "\n".join(lines)
+
+
+def path_vote(version, view) -> SystemVote:
+    final = " | ".join(page_text(parse_hierarchy(view.final_hierarchy)).split("\n")[:40])
+    answer = ask_json(version,
+                      "You judge whether a phone agent's trajectory completed the user's task by a "
+                      "coherent path: no loops, no meaningless detours, no pseudo-completion (declaring "
+                      "success while the goal state is not on screen). Vote env_error when a pop-up, "
+                      "network failure, missing permission or crash blocked it. Answer JSON: "
+                      '{"vote": "true"|"false"|"env_error", "rationale": one sentence}',
+                      f"Task: {view.goal}\n\n{history_text(view)}\n\nFinal screen: {final}")
+    vote = str(answer.get("vote", "")).lower()
+    if vote not in VOTES:
+        raise JudgeUnavailable(f"the judge voted {vote!r}")
+    return SystemVote("C", vote, f"LLM judge: {answer.get('rationale', '')}"[:1000],
+                      details={"judge": version.name})
