@@ -43,33 +43,38 @@ def capture_screens():
     phone.run("am start -n com.android.settings/.Settings")
     screens = []
     main = phone.dump_hierarchy()
-    rows = [n for n in all_nodes(parse_hierarchy(main)) if n.clickable and n.text][:STEPS]
+    # Row titles: text of the list (the rows around them are what a tap on them hits).
+    rows = [n for n in all_nodes(parse_hierarchy(main)) if n.text and not n.clickable][1::2][:STEPS]
     for node in rows:
         phone.run("am start -n com.android.settings/.Settings")
         before = phone.dump_hierarchy()
         phone.run(f"input tap {node.center[0]} {node.center[1]}")
         screens.append((before, {"action": "click", "point": list(node.center)}))
-    while len(screens) < STEPS:
-        screens.append(screens[-1])
-    screens[-1] = (phone.dump_hierarchy(), {"action": "terminate", "status": "success"})
-    return screens[:STEPS]
+    distinct = len(screens)
+    while len(screens) < STEPS - 1:
+        screens.append(screens[len(screens) % distinct])
+    screens = screens[:STEPS - 1] + [(phone.dump_hierarchy(), {"action": "terminate", "status": "success"})]
+    return screens
 
 
 def build(screens):
     app, _ = App.objects.get_or_create(package="com.android.settings")
-    verification = {"milestones": [{"name": "settings", "text": "Network & internet"},
+    verification = {"milestones": [{"name": "settings", "text": "WLAN"},
                                    {"name": "end", "text_contains": "a"}],
                     "terminal": [{"check": "settings", "key": "bluetooth_on", "equals": "1"}], "veto": []}
     names = [store_blob(xml.encode(), "xml") for xml, _ in screens]
+    failed_end = {"action": "terminate", "status": "failure"}
     trajectories = []
     for i in range(TRAJECTORIES):
         query = Query.objects.create(key=f"bench-{time.time_ns()}-{i}", text="Open settings pages",
                                      tier="L2", verification=verification)
         query.set_apps([app])
         trajectories.append(Trajectory.objects.create(query=query, line="automatic", status="completed"))
-    Step.objects.bulk_create(Step(trajectory=t, index=k, hierarchy=names[k], executed_action=screens[k][1],
+    # Every third trajectory gives up at the end, so the routing has both outcomes to handle.
+    Step.objects.bulk_create(Step(trajectory=t, index=k, hierarchy=names[k],
+                                  executed_action=failed_end if k == STEPS - 1 and n % 3 == 2 else screens[k][1],
                                   foreground_package="com.android.settings")
-                             for t in trajectories for k in range(STEPS))
+                             for n, t in enumerate(trajectories) for k in range(STEPS))
     return trajectories
 
 
@@ -88,6 +93,8 @@ def main():
     rate = len(trajectories) / elapsed
     print(f"database: {django.db.connection.vendor}; {len(trajectories)} trajectories of {STEPS} steps")
     print(f"outcomes: {outcomes}")
+    sample = trajectories[0]
+    print("sample votes: " + "; ".join(f"{v.system}={v.vote} ({v.rationale[:60]})" for v in sample.votes.all()))
     print(f"per trajectory: median {statistics.median(timings):.1f} ms, "
           f"p95 {sorted(timings)[int(0.95 * len(timings)) - 1]:.1f} ms")
     print(f"htsc: trajectories_per_s={rate:.1f}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 _BOUNDS = re.compile(r"\[(-?\d+),(-?\d+)\]\[(-?\d+),(-?\d+)\]")
 
@@ -64,14 +65,23 @@ class UiNode:
 
 
 def parse_hierarchy(xml: str) -> list[UiNode]:
-    """Top-level nodes (one per dumped window). An empty or broken dump gives []."""
+    """Top-level nodes (one per dumped window). An empty or broken dump gives [].
+
+    The same screen is read by the audit, the policy and three judges: parses are cached (callers
+    treat the nodes as read-only).
+    """
     if not xml or not xml.strip():
         return []
+    return list(_parse_cached(xml))
+
+
+@lru_cache(maxsize=128)
+def _parse_cached(xml: str) -> tuple:
     try:
         root = ElementTree.fromstring(xml.strip().encode("utf-8") if isinstance(xml, str) else xml)
     except ElementTree.ParseError:
-        return []
-    return [_node(element, 1) for element in root if element.tag == "node"]
+        return ()
+    return tuple(_node(element, 1) for element in root if element.tag == "node")
 
 
 def _node(element, depth) -> UiNode:
