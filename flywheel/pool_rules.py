@@ -2,8 +2,10 @@
 
 RETIRE, KEEP, LEAVE = "retire", "keep", "leave"
 
-# Only these may enter the SFT pool (purity first).
-SFT_INTAKES = ("htsc_true", "adjudicated", "ecdm_repaired")
+# Only these may enter the SFT pool (purity first): the three classes of §2.4.3, and the
+# semi-automatic line's trajectories, verified by a person at every step (§2.3.1, the gold
+# standard), which is the strictest human judgment a trajectory can get.
+SFT_INTAKES = ("htsc_true", "adjudicated", "ecdm_repaired", "semi_auto_verified")
 
 
 def sft_intake_allowed(intake: str) -> bool:

@@ -16,12 +16,12 @@ from devices import health, leases, scheduling
 from devices.models import Device, Lease, WorkItem
 from devices.phone import PhoneConnection
 
-from ..models import CollectionRun, ModelVersion, Query, Trajectory
+from ..models import CollectionRun, ModelVersion, Query, RlQueryEntry, Trajectory
 from ..policies import OFFLINE_POLICY_NAME, policy_for
 from .engine import CollectionConfig, PhoneLost, finish_trajectory, run_trajectory
 
 log = logging.getLogger(__name__)
-LINES = ("automatic", "schema", "external")
+LINES = ("automatic", "schema", "external", "rl")
 
 
 def host_queue(address: str) -> str:
@@ -120,7 +120,26 @@ def refresh_progress(run_id):
         updates["status"] = "running"
     if not open_items and run.status in ("queued", "running"):
         updates.update(status="done", finished_at=timezone.now())
-    CollectionRun.objects.filter(pk=run_id).update(**updates)
+    finished = CollectionRun.objects.filter(pk=run_id).exclude(status="done").update(**updates) and \
+        updates.get("status") == "done"
+    if finished and run.line == "rl":
+        metabolize_rl_run(run)
+
+
+def metabolize_rl_run(run):
+    """Phase 1 (§2.4.3): after G rollouts of the current model per RL-pool query, each query is
+    retired, kept or let go by the group's verdicts."""
+    from ..rl_pool import record_rollouts
+
+    by_query = {}
+    for query_id, verdict in run.trajectories.values_list("query_id", "verdict"):
+        by_query.setdefault(query_id, []).append(verdict)
+    decisions = {}
+    for query_id, verdicts in by_query.items():
+        entry = RlQueryEntry.objects.filter(query_id=query_id).first()
+        if entry is not None:
+            decisions[query_id] = record_rollouts(entry, run.model_version, verdicts)
+    return decisions
 
 
 def collect_item(run, item, device, lease):

@@ -11,6 +11,7 @@ from devices import health, scheduling
 from devices.models import Device
 
 from ..htsc import route_outcome
+from ..pool_rules import sft_intake_allowed
 from ..models import SftEntry, Trajectory
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,8 @@ def route_trajectory(trajectory: Trajectory, outcome: str, reason: str = "",
         finished_at=trajectory.finished_at or timezone.now())
     trajectory.verdict, trajectory.destination = outcome, destination
     if destination == "sft":
+        if not sft_intake_allowed(intake):
+            raise ValueError(f"{intake!r} may not enter the SFT pool")
         SftEntry.objects.get_or_create(trajectory=trajectory, intake=intake)
     elif destination == "env_healing":
         heal_environment(trajectory, reason)

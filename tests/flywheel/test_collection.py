@@ -99,3 +99,25 @@ def test_redelivered_step_writes_do_not_duplicate(phones):
     write_step(trajectory, 0, foreground_package="a")
     write_step(trajectory, 0, foreground_package="b", executed_action={"action": "wait"})
     assert list(Step.objects.filter(trajectory=trajectory).values_list("index", "foreground_package")) == [(0, "b")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rl_rollouts_metabolise_the_pool(phones, farm_settings):
+    from django.core.management import call_command
+
+    from flywheel.models import RlQueryEntry
+
+    solvable = make_query("rl-ok", tags=("rl",))
+    Query.objects.filter(pk=solvable.pk).update(tier="L3")  # Phase 0 banks L2/L3
+    impossible = make_query("rl-no", tags=("rl",), known_path={"mode": "tap", "summary": "", "steps": [
+        {"action": "terminate", "status": "failure"}]})
+    Query.objects.filter(pk=impossible.pk).update(tier="L2")
+    call_command("rl_pool", "bank")
+    assert RlQueryEntry.objects.filter(state="banked").count() == 2
+    run = launch_run("rl", {"pool": "rl"}, config={"phones": 2, "repeats": 2}, dispatch=False)
+    assert run.total == 4
+    drive_host(run.pk, farm_settings.address, 2)
+    assert RlQueryEntry.objects.get(query=solvable).state == "retired"   # all True: mastered
+    assert RlQueryEntry.objects.get(query=impossible).state == "left"    # all False: beyond the boundary
+    failures = Trajectory.objects.filter(run=run, query=impossible)
+    assert {t.destination for t in failures} == {"ecdm"}

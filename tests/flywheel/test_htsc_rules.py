@@ -73,6 +73,7 @@ def test_phase0_and_uniform_gate():
     assert not rl_uniform_intake_gate([]) and not rl_uniform_intake_gate(["false"])
 
 
-def test_sft_takes_only_three_intakes():
-    assert all(sft_intake_allowed(i) for i in ("htsc_true", "adjudicated", "ecdm_repaired"))
-    assert not sft_intake_allowed("automatic")
+def test_sft_takes_only_high_confidence_intakes():
+    assert all(sft_intake_allowed(i) for i in ("htsc_true", "adjudicated", "ecdm_repaired",
+                                                "semi_auto_verified"))
+    assert not sft_intake_allowed("automatic") and not sft_intake_allowed("htsc_false")
