@@ -15,6 +15,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from devices.actions import to_pixels
+
 # Words a decision uses for each action (the report's examples: "Tap the search box at ...").
 ACTION_VERBS = {
     "click": ("tap", "click", "press", "select", "choose", "open", "toggle", "touch", "hit"),
@@ -47,6 +49,8 @@ class GateStep:
     cot: dict               # the five tags
     action: dict            # the executed action (pixel coordinates where it has points)
     screen_text: str = ""   # every text/desc on the screen the step saw ("" when unknown)
+    decision_coords: str = "pixel"            # the units of coordinates written in [Decision]
+    screen: tuple[int, int] | None = None     # width, height, to read those coordinates
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,8 @@ def memory_items(memory: str) -> list[str]:
     return [item for item in items if item and item.lower() not in _EMPTY_MEMORY and words(item)]
 
 
-def decision_issue(cot: dict, action: dict) -> str | None:
+def decision_issue(cot: dict, action: dict, decision_coords: str = "pixel",
+                   screen: tuple[int, int] | None = None) -> str | None:
     """Why the [Decision] does not describe the executed action, or None."""
     decision = (cot.get("Decision") or "").lower()
     name = action.get("action", "")
@@ -83,11 +88,16 @@ def decision_issue(cot: dict, action: dict) -> str | None:
     if name == "swipe" and action.get("direction") and action["direction"] not in decision and not _COORDS.search(decision):
         return f"the [Decision] does not say the swipe goes {action['direction']}"
     stated = [tuple(float(v) for v in m.groups() if v is not None) for m in _COORDS.finditer(decision)]
+    if decision_coords != "pixel":  # a model reasoning in [0, 1000] writes its points that way
+        if not screen:
+            stated = []
+        else:
+            stated = [to_pixels(point, decision_coords, *screen) for point in stated]
     points = [action[key] for key in ("point", "start", "end") if isinstance(action.get(key), list)]
     if stated and points and action.get("coords", "pixel") == "pixel":
         for x, y in stated[:len(points)]:
             if min(math.dist((x, y), point) for point in points) > COORD_TOLERANCE_PX:
-                return (f"the [Decision] states ({x:g}, {y:g}) but the executed {name} is at "
+                return (f"the [Decision] states ({x:g}, {y:g}) px but the executed {name} is at "
                         f"{points[0]}")
     return None
 
@@ -113,7 +123,7 @@ def check_bidirectional_consistency(steps: list[GateStep]) -> list[ConsistencyIs
     for position, step in enumerate(steps):
         if not (step.cot.get("Plan") or "").strip():
             issues.append(ConsistencyIssue(step.index, "plan_present", "the [Plan] is empty"))
-        problem = decision_issue(step.cot, step.action)
+        problem = decision_issue(step.cot, step.action, step.decision_coords, step.screen)
         if problem:
             issues.append(ConsistencyIssue(step.index, "decision_matches_action", problem))
         problem = observation_issue(step.cot, step.screen_text)

@@ -70,9 +70,28 @@ def run_detail(request, run_id):
     phones = Device.objects.filter(leases__holder__in=holders, leases__released_at__isnull=True).distinct()
     log = (Step.objects.filter(trajectory__run=run).select_related("trajectory__query")
            .order_by("-created_at")[:40])
+    questions = [s for s in Step.objects.filter(trajectory__run=run, edit__clarify_pending__isnull=False)
+                 .select_related("trajectory__query") if not (s.edit or {}).get("clarify_answer")]
     template = "flywheel/_run_live.html" if request.headers.get("HX-Request") else "flywheel/run_detail.html"
-    return render(request, template, {"run": run, "phones": phones, "log": log,
+    return render(request, template, {"run": run, "phones": phones, "log": log, "questions": questions,
                                       "live": run.status in ("queued", "running")})
+
+
+@role_required(MANAGER)
+@require_POST
+def run_clarify(request, run_id, step_id):
+    """A person answers a question the policy asked (schema-guided line); the phone goes on."""
+    step = get_object_or_404(Step, pk=step_id, trajectory__run_id=run_id)
+    answer = request.POST.get("answer", "").strip()
+    if not answer:
+        messages.error(request, "Give an answer.")
+    elif (step.edit or {}).get("clarify_answer"):
+        messages.info(request, "That question was already answered.")
+    else:
+        step.edit = {**(step.edit or {}), "clarify_answer": answer, "by": request.user.username}
+        step.save(update_fields=["edit"])
+        messages.success(request, f"Answered '{answer}' for trajectory #{step.trajectory_id}.")
+    return redirect("run-detail", run_id=run_id)
 
 @role_required(MANAGER)
 @require_POST

@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from devices import leases
@@ -22,7 +23,7 @@ from devices.profiles import satisfies
 from devices.reset import ResetError, reset_phone as reset_device
 from devices.uitree import page_text, parse_hierarchy
 
-from .agent_protocol import describe_action
+from .agent_protocol import DEFAULT_K, describe_action
 from .blobs import read_blob
 from .consistency import GateStep, check_bidirectional_consistency
 from .cpt_cleaning import cpt_rejection
@@ -32,6 +33,7 @@ from .stepping import measure_edit, observe, policy_state, store_observation
 
 LEASE_TTL = timedelta(seconds=60)   # the page heartbeats every 10 s; a closed tab frees the phone
 ENDING_ACTIONS = ("terminate", "call_user", "clarify")
+CLAIM_TIMEOUT = timedelta(minutes=2)  # a claim older than this belongs to a request that died
 
 
 class SessionError(Exception):
@@ -163,15 +165,24 @@ def prepare_step(trajectory) -> Step:
     store_observation(step, observation)
     started = time.monotonic()
     try:
-        proposal = policy_for(trajectory.model_version).propose(policy_state(trajectory, observation))
+        policy = policy_for(trajectory.model_version)
+        state = policy_state(trajectory, observation, k=getattr(policy, "k", DEFAULT_K))
+        proposal = policy.propose(state)
         step.cot, step.proposed_action = proposal.cot, proposal.action
         step.confidence, step.model_io = proposal.confidence, proposal.model_io
     except PolicyError as error:  # the person acts by hand; the failed exchange is kept as data
         step.model_io = {**(error.model_io or {}), "error": str(error)}
         step.cot = {}
+    except (ValueError, TypeError) as error:  # e.g. a model version's malformed sampling config
+        step.model_io = {"error": f"the policy is misconfigured: {error}"}
+        step.cot = {}
     step.timings = {**observation.timings, "propose_ms": round((time.monotonic() - started) * 1000),
                     "proposed_at": time.time(), "screen": [observation.width, observation.height]}
-    step.save()
+    try:
+        with transaction.atomic():
+            step.save()
+    except IntegrityError:  # a second tab observed the same step first: show that one
+        return pending_step(trajectory)
     return step
 
 
@@ -186,23 +197,34 @@ def execute_step(step, action: dict, cot: dict, by_hand: bool = False) -> dict:
     width, height = step.timings.get("screen") or (1080, 2400)
     cot = {tag: str(cot.get(tag) or "").strip() for tag in ("Observation", "Reflection", "Plan", "Decision", "Memory")}
     edit = measure_edit(step.proposed_action, action, step.cot, cot, width, height, by_hand=by_hand)
-    if not edit["action_unchanged"] and "Decision" not in edit["cot_changed"]:
-        # The person moved the tap or changed the action but not the words: keep [Decision]
-        # describing what really runs (label consistency, §2.3.6).
-        cot["Decision"] = describe_action(action)
-        edit["decision_regenerated"] = True
     if live_lease(trajectory) is None and action.get("action") not in ENDING_ACTIONS:
         raise SessionError("this session no longer holds its phone (the lease expired); resume it")
+    # Claim the step so a double submit (two tabs, two workers) cannot run the action twice.
+    now = timezone.now()
+    claimed = Step.objects.filter(pk=step.pk, executed_action__isnull=True).filter(
+        Q(executing_since__isnull=True) | Q(executing_since__lt=now - CLAIM_TIMEOUT)).update(executing_since=now)
+    if not claimed:
+        raise SessionError(f"step {step.index} is being executed already")
     phone = PhoneConnection.for_device(trajectory.device)
     executor = ActionExecutor(phone, holder=lease_holder(trajectory), device=trajectory.device)
     hierarchy = read_blob(step.hierarchy.name).decode("utf-8") if step.hierarchy else None
-    result = executor.execute(action, hierarchy_xml=hierarchy)
+    try:
+        result = executor.execute(action, hierarchy_xml=hierarchy)
+    except Exception:
+        Step.objects.filter(pk=step.pk).update(executing_since=None)
+        raise
     step.audit = {"blocked": result.blocked, "reason": result.reason, "element": result.element,
                   "error": result.error, "note": result.note}
     if not result.ok:
-        step.save(update_fields=["audit"])
+        step.executing_since = None
+        step.save(update_fields=["audit", "executing_since"])
         raise SessionError(f"blocked by the safety audit: {result.reason}" if result.blocked
                            else f"the action failed: {result.error}")
+    if not edit["action_unchanged"] and "Decision" not in edit["cot_changed"]:
+        # The person moved the tap or changed the action but not the words: keep [Decision]
+        # describing what really ran, in pixels (label consistency, §2.3.6).
+        cot["Decision"] = describe_action(result.action)
+        edit["decision_regenerated"] = True
     step.executed_action, step.cot, step.edit = result.action, cot, edit
     step.timings = {**step.timings, "verify_ms": verify_ms, "execute_ms": result.timings.get("total"),
                     "executed_at": time.time()}
@@ -234,7 +256,11 @@ def gate_steps(trajectory) -> list[GateStep]:
     gate = []
     for step in trajectory.steps.filter(executed_action__isnull=False).order_by("index"):
         screen = page_text(parse_hierarchy(read_blob(step.hierarchy.name).decode("utf-8"))) if step.hierarchy else ""
-        gate.append(GateStep(index=step.index, cot=step.cot or {}, action=step.executed_action, screen_text=screen))
+        edit = step.edit or {}
+        # Coordinates in a [Decision] are the proposal's units unless the decision was rewritten.
+        units = "pixel" if edit.get("decision_regenerated") else (step.proposed_action or {}).get("coords", "pixel")
+        gate.append(GateStep(index=step.index, cot=step.cot or {}, action=step.executed_action, screen_text=screen,
+                             decision_coords=units, screen=tuple(step.timings.get("screen") or ()) or None))
     return gate
 
 

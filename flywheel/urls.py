@@ -40,6 +40,7 @@ urlpatterns = [
     path("runs/", run_views.run_list, name="run-list"),
     path("runs/<int:run_id>/", run_views.run_detail, name="run-detail"),
     path("runs/<int:run_id>/cancel/", run_views.run_cancel, name="run-cancel"),
+    path("runs/<int:run_id>/clarify/<int:step_id>/", run_views.run_clarify, name="run-clarify"),
     path("runs/external/", run_views.external_import, name="external-import"),
     path("queue/", annotation_views.my_queue, name="my-queue"),
     path("", include("annotation.urls")),  # the semi-automatic session

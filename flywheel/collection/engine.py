@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 ENDING = ("terminate", "call_user")
 # Stop reasons that cut a trajectory short (it is still judged and routed, never dropped).
 INTERRUPTING = ("cancelled", "lease lost", "phone lost", "policy error", "reset failed", "action failed",
-                "interrupted")
+                "interrupted", "clarify: no answer")
 
 
 @dataclass
@@ -37,6 +37,7 @@ class CollectionConfig:
     timeout_s: float = 300
     repeat_limit: int = 4              # this many identical actions in a row end the trajectory
     screenshots_k: int = 5
+    clarify_wait_s: float = 300        # how long a held clarification waits for a person
     anomaly_rates: dict = field(default_factory=dict)
     seed: int = 0
 
@@ -55,6 +56,20 @@ def write_step(trajectory, index, **fields) -> Step:
     """Idempotent: a redelivered task rewrites the same (trajectory, index), never a duplicate."""
     step, _ = Step.objects.update_or_create(trajectory=trajectory, index=index, defaults=fields)
     return step
+
+
+def wait_for_a_person(step, config, lease, lease_ttl, should_stop):
+    """Hold the phone while a person answers the policy's question on the run page."""
+    Step.objects.filter(pk=step.pk).update(edit={"clarify_pending": step.executed_action.get("question", "")})
+    deadline = time.monotonic() + config.clarify_wait_s
+    while time.monotonic() < deadline and not should_stop():
+        answer = (Step.objects.get(pk=step.pk).edit or {}).get("clarify_answer")
+        if answer:
+            return answer
+        if lease is not None:
+            leases.heartbeat(lease, ttl=lease_ttl)
+        time.sleep(0.5)
+    return None
 
 
 def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, config: CollectionConfig,
@@ -131,12 +146,14 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
                 return f"{name}: {detail}".strip(": ")
             if name == "clarify":
                 answer = (clarify_spec or {}).get("answer") if isinstance(clarify_spec, dict) else None
-                if not answer:
-                    trajectory.status = "paused"
-                    return "clarify: held for a person"
+                if answer:
+                    Step.objects.filter(pk=step.pk).update(edit={"clarify_answer": answer, "by": "spec"})
+                else:
+                    answer = wait_for_a_person(step, config, lease, lease_ttl, should_stop)
+                    if answer is None:
+                        return "clarify: no answer from a person"
                 if str(answer).lower() in ("no", "cancel", "stop"):
                     return f"clarify answered '{answer}': stopped"
-                Step.objects.filter(pk=step.pk).update(edit={"clarify_answer": answer})
             if len(executed) >= config.repeat_limit and all(
                     same_action(executed[-1], a) for a in executed[-config.repeat_limit:]):
                 return f"{config.repeat_limit} repeated actions"
@@ -148,8 +165,7 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
 
 def finish_trajectory(trajectory: Trajectory, stop_reason: str, phone: PhoneConnection | None):
     """Record how it ended, mask repeated steps, then judge and route it (nothing is dropped)."""
-    status = trajectory.status if trajectory.status == "paused" else (
-        "interrupted" if stop_reason.startswith(INTERRUPTING) else "completed")
+    status = "interrupted" if stop_reason.startswith(INTERRUPTING) else "completed"
     Trajectory.objects.filter(pk=trajectory.pk).update(status=status, stop_reason=stop_reason[:200],
                                                        finished_at=timezone.now())
     trajectory.status, trajectory.stop_reason = status, stop_reason
@@ -157,8 +173,6 @@ def finish_trajectory(trajectory: Trajectory, stop_reason: str, phone: PhoneConn
     for step, masked in zip(steps, repetition_mask([s.executed_action for s in steps])):
         if step.label_masked != masked:
             Step.objects.filter(pk=step.pk).update(label_masked=masked)
-    if status == "paused":
-        return None  # held for a person's answer; judged when it ends
     try:
         return evaluate_trajectory(trajectory, phone=phone)
     except PhoneUnavailable:

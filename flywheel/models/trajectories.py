@@ -67,6 +67,8 @@ class Step(models.Model):
     audit = models.JSONField(null=True, blank=True, help_text="safety audit decision")
     label_masked = models.BooleanField(default=False, help_text="repetition-to-reflection mask")
     timings = models.JSONField(default=dict, blank=True)
+    executing_since = models.DateTimeField(
+        null=True, blank=True, help_text="claimed for execution (one request runs a step's action, once)")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

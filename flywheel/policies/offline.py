@@ -15,6 +15,7 @@ from flywheel.agent_protocol import describe_action
 from flywheel.consistency import words
 
 from .base import PolicyState, Proposal
+from .narration import NOISE, narrated_steps
 
 MAX_STEPS = 20
 MAX_SEARCH_SCROLLS = 3
@@ -22,9 +23,11 @@ SYSTEM_PACKAGES = ("com.android.systemui",)
 SUBMIT_WORDS = ("save", "send", "add", "done", "ok", "confirm", "search", "submit", "apply", "create",
                 "post", "translate", "rename", "connect")
 GOAL_FILLER = frozenset("""open app tap click turn set go find show use want please make sure then
-into using called named new see check get let put change switch enable disable settings""".split())
-_QUOTED = re.compile(r"[\"“”']([^\"“”']{1,80})[\"“”']")
+into using called named see check get let put change switch enable disable setting choose select
+press long stay""".split())
+_QUOTED = re.compile(r"(?<!\w)[\"“”']([^\"“”]{1,80}?)[\"“”'](?!\w)")
 SELECTOR_KEYS = ("text", "text_contains", "resource_id", "content_desc")
+NARRATED_ACTIONS = ("click", "double_click", "long_press", "type")
 
 
 def find_target(nodes: list[UiNode], target: dict) -> UiNode | None:
@@ -39,6 +42,34 @@ def find_target(nodes: list[UiNode], target: dict) -> UiNode | None:
     found = [node for node in nodes if all(tests[key](node, target[key]) for key in used)]
     index = target.get("index", 0)
     return found[index] if isinstance(index, int) and 0 <= index < len(found) else None
+
+
+def stems(text: str) -> set[str]:
+    """Content words, crudely singular ("notes" matches "note")."""
+    return {w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words(text)}
+
+
+def _label_node(node: UiNode, wanted: set) -> UiNode:
+    """The descendant whose own text matches best (a row's title), else the node itself."""
+    scored = [(len(stems(n.text or n.desc) & wanted), n) for n in node.walk() if (n.text or n.desc) and n.area]
+    scored = [(score, n) for score, n in scored if score]
+    return max(scored, key=lambda pair: pair[0])[1] if scored else node
+
+
+def _wanted_toggle_state(goal: str):
+    if re.search(r"\b(turn|switch|set)\s+(\w+\s+){0,3}?on\b|\benable\b|\bon\b$", goal, re.I):
+        return True
+    if re.search(r"\b(turn|switch|set)\s+(\w+\s+){0,3}?off\b|\bdisable\b", goal, re.I):
+        return False
+    return None
+
+
+def _toggle_state(node: UiNode):
+    """checked of the switch / checkbox in a row, or None when the row has none."""
+    for n in node.walk():
+        if any(kind in n.cls for kind in ("Switch", "CheckBox", "ToggleButton")):
+            return n.checked
+    return None
 
 
 def label_of(node: UiNode) -> str:
@@ -160,6 +191,10 @@ class OfflinePolicy:
                 return self._fail(f"opening {state.apps[0]} did not bring it to the front")
             return ({"action": "open", "app": state.apps[0]},
                     f"Open the app the task needs ({state.apps[0]}) first.", None, 0.85)
+        app_names = {w for app in state.apps for w in stems(app.replace(".", " "))} - {"com", "android", "sim"}
+        narration = narrated_steps(goal, app_names)
+        if narration:
+            return self._follow_narration(state, nodes, narration)
         quoted = [text for text in _QUOTED.findall(goal) if text.strip()]
         typed = {entry.action.get("text") for entry in history if entry.action.get("action") == "type"}
         clicked = {_history_point(entry) for entry in history}
@@ -178,39 +213,123 @@ class OfflinePolicy:
                 and words(history[-1].cot.get("Decision", "")) & set(SUBMIT_WORDS)):
             return ({"action": "terminate", "status": "success"},
                     "The text is entered and confirmed; the goal is met.", None, 0.6)
-        goal_words = words(goal) - GOAL_FILLER - {w for app in state.apps for w in words(app.replace(".", " "))}
-        covered = set().union(*(words(" ".join(str(v) for v in entry.action.values() if isinstance(v, str))
+        goal_words = {w for w in stems(goal) - GOAL_FILLER
+                      if not any(w.startswith(name) for name in app_names)}  # "FoodDash" is com.sim.food
+        covered = set().union(*(stems(" ".join(str(v) for v in entry.action.values() if isinstance(v, str))
                                       + " " + (entry.cot.get("Decision") or "")) for entry in history)) \
             if history else set()
         remaining = goal_words - covered
+        wanted_state = _wanted_toggle_state(goal)
         node = self._best(nodes, remaining, clicked)
+        while node is not None and wanted_state is not None and _toggle_state(node) == wanted_state:
+            # "switch on Dark theme" when it is on already: that part of the goal holds; don't undo it
+            covered |= stems(label_of(node))
+            remaining = goal_words - covered
+            node = self._best(nodes, remaining, clicked)
         if node is not None:
-            return ({"action": "click", "point": list(node.center), "coords": "pixel"},
-                    f"Tap the element that matches the goal's words ({', '.join(sorted(words(node.all_text()) & remaining))}).",
+            target = _label_node(node, remaining)  # tap the words a person would tap, not the row's middle
+            name = "long_press" if re.search(r"long[- ]?press|press and hold", goal, re.I) and not any(
+                entry.action.get("action") == "long_press" for entry in history) else "click"
+            return ({"action": name, "point": list(target.center), "coords": "pixel"},
+                    f"Act on the element that matches the goal's words ({', '.join(sorted(stems(node.all_text()) & remaining))}).",
                     label_of(node), 0.6)
-        if history and goal_words and len(covered & goal_words) >= 0.6 * len(goal_words):
+        acted = covered & goal_words
+        if history and acted and not remaining:
             return ({"action": "terminate", "status": "success"},
                     "Every part of the goal has been acted on; finish.", None, 0.5)
         if _trailing_scrolls(history) < MAX_SEARCH_SCROLLS - 1 and _scrollable(nodes):
             return ({"action": "swipe", "direction": "up", "distance": 0.4},
                     "Nothing visible matches the goal; scroll to see more.", None, 0.3)
+        if history and acted:
+            return self._fail(f"nothing on the screen matches the rest of the goal ({', '.join(sorted(remaining))})")
         return self._fail("nothing on the screen matches the goal")
 
+    def _follow_narration(self, state, nodes, narration):
+        """An L1 instruction read as steps: the n-th screen action does the n-th clause."""
+        done = [entry for entry in state.history if entry.action.get("action") in NARRATED_ACTIONS]
+        position, loose = _narration_progress(narration, done)
+        while position < len(narration) and narration[position].toggle is not None:
+            node = self._best(nodes, stems(narration[position].target) - NOISE, set())
+            if node is None or _toggle_state(node) != narration[position].toggle:
+                break
+            position += 1  # "switch on Dark theme" and it is on: that step holds; don't undo it
+        if position >= len(narration):
+            # Claim success only when every step hit an element named as the instruction says.
+            if loose:
+                return self._fail(f"done as far as the screen allowed, but no element matched exactly: "
+                                  f"{', '.join(loose)}")
+            return ({"action": "terminate", "status": "success"},
+                    f"All {len(narration)} steps of the instruction are done; finish.", None, 0.6)
+        step = narration[position]
+        plan = f"Do step {position + 1} of {len(narration)} of the instruction: {step.action} {step.target or step.text}."
+        if step.action == "type":
+            fields = [node for node in nodes if "EditText" in node.cls and node.enabled]
+            if fields:
+                wanted = stems(step.target) - NOISE
+
+                def fit(f):  # "note_body" is the body: its last word counts most; empty fields first
+                    parts = f.resource_id.rsplit("/", 1)[-1].split("_")
+                    return (2 * len(stems(parts[-1]) & wanted) + len(stems(" ".join(parts[:-1]) + " " + f.text) & wanted),
+                            not f.text, f.focused)
+                field = max(fields, key=fit)
+                return ({"action": "type", "text": step.text, "point": list(field.center), "coords": "pixel"},
+                        plan, label_of(field), 0.6)
+        else:
+            wanted = stems(step.target) - NOISE
+            if step.action == "confirm":
+                previous = narration[position - 1].target if position else ""
+                wanted = {"confirm", "ok", "yes"} | stems(previous)
+            last = {_history_point(done[-1])} if done and step.action == "confirm" else set()
+            node = self._best(nodes, wanted, last)
+            if node is not None:
+                target = _label_node(node, wanted)
+                action = "long_press" if step.action == "long_press" else "click"
+                return ({"action": action, "point": list(target.center), "coords": "pixel"}, plan, label_of(node), 0.6)
+        if _trailing_scrolls(state.history) < MAX_SEARCH_SCROLLS and _scrollable(nodes):
+            return ({"action": "swipe", "direction": "up", "distance": 0.4},
+                    f"\"{step.target or step.text}\" is not visible; scroll to look for it.", None, 0.3)
+        return self._fail(f"the instruction's target \"{step.target or step.text}\" is not on the screen")
+
     def _best(self, nodes, wanted: set, clicked: set) -> UiNode | None:
-        best, best_score = None, 0
+        """The clickable element sharing the most words with what is left of the goal."""
+        best, best_key = None, (0, 0)
         for node in nodes:
             if not (node.clickable or node.long_clickable) or not node.enabled or node.area == 0:
                 continue
-            if tuple(node.center) in clicked:
+            if tuple(node.center) in clicked or tuple(_label_node(node, wanted).center) in clicked:
                 continue
-            score = len(words(node.all_text()) & wanted)
-            if score > best_score or (score == best_score and best is not None and node.area < best.area and score):
-                best, best_score = node, score
+            own = len(stems(label_of(node)) & wanted)
+            score = len(stems(node.all_text()) & wanted)
+            key = (score + own, -node.area)  # a title match counts twice; then the smaller element
+            if score and key > best_key:
+                best, best_key = node, key
         return best
 
     def _fail(self, reason):
         return ({"action": "terminate", "status": "failure", "answer": reason},
                 f"Stop honestly: {reason}.", None, 0.2)
+
+
+def _narration_progress(narration, done) -> tuple[int, list]:
+    """(the next clause, clauses acted on without an exact match): replay what was executed.
+
+    An action whose [Decision] names a later clause's target moves there (the clauses between
+    held already, e.g. a switch that was on); any other action counts for the current clause.
+    """
+    position, loose = 0, []
+    for entry in done:
+        decision = stems(entry.cot.get("Decision", ""))
+        ahead = next((j for j in range(position, min(position + 3, len(narration)))
+                      if narration[j].action in ("click", "long_press")
+                      and (stems(narration[j].target) - NOISE)
+                      and (stems(narration[j].target) - NOISE) <= decision), None)
+        if ahead is not None:
+            position = ahead + 1
+            continue
+        if position < len(narration) and narration[position].action in ("click", "long_press"):
+            loose.append(narration[position].target)
+        position += 1
+    return position, loose
 
 
 def _trailing_scrolls(history) -> int:

@@ -121,3 +121,68 @@ def test_rl_rollouts_metabolise_the_pool(phones, farm_settings):
     assert RlQueryEntry.objects.get(query=impossible).state == "left"    # all False: beyond the boundary
     failures = Trajectory.objects.filter(run=run, query=impossible)
     assert {t.destination for t in failures} == {"ecdm"}
+
+
+RESET_NETWORK = {"mode": "tap", "summary": "Settings → System → Reset options → Reset Wi-Fi, mobile & Bluetooth",
+                 "steps": [{"action": "open", "app": "com.android.settings"},
+                           {"action": "swipe", "direction": "up"}, {"action": "swipe", "direction": "up"},
+                           {"action": "click", "target": {"text": "System"}},
+                           {"action": "click", "target": {"text": "Reset options"}},
+                           {"action": "click", "target": {"text": "Reset Wi-Fi, mobile & Bluetooth"}},
+                           {"action": "click", "target": {"text": "Reset settings"}},
+                           {"action": "terminate", "status": "success"}]}
+
+
+def schema_query(key, clarify):
+    return make_query(key, text="Reset the network settings", known_path=RESET_NETWORK, tags=(key,),
+                      verification={"terminal": [], "milestones": [
+                          {"name": "dialog", "text": "Reset Wi-Fi, mobile & Bluetooth?"}], "clarify": clarify})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_schema_line_clarifies_before_the_confirmation_and_the_spec_answers(phones, farm_settings):
+    schema_query("schema-yes", {"answer": "yes"})
+    run = launch_run("schema", {"tags": ["schema-yes"]}, config={"phones": 1}, dispatch=False)
+    drive_host(run.pk, farm_settings.address, 1)
+    trajectory = Trajectory.objects.get(run=run)
+    actions = [s.executed_action["action"] for s in trajectory.steps.order_by("index") if s.executed_action]
+    assert "clarify" in actions, actions
+    after = actions[actions.index("clarify") + 1]
+    assert after == "click" and actions[-1] == "terminate"
+    clarify_step = trajectory.steps.get(executed_action__action="clarify")
+    assert clarify_step.edit == {"clarify_answer": "yes", "by": "spec"}
+    assert "confirmation dialog" in clarify_step.executed_action["question"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_schema_line_holds_a_question_for_a_person(phones, farm_settings, client_as):
+    import threading
+
+    schema_query("schema-ask", None)
+    run = launch_run("schema", {"tags": ["schema-ask"]}, config={"phones": 1, "clarify_wait_s": 60}, dispatch=False)
+    driver = threading.Thread(target=drive_host, args=(run.pk, farm_settings.address, 1))
+    driver.start()
+    client = client_as("manager")
+    deadline = __import__("time").monotonic() + 60
+    while __import__("time").monotonic() < deadline:
+        page = client.get(f"/runs/{run.pk}/").content.decode()
+        if "Waiting for your answer" in page:
+            break
+        __import__("time").sleep(0.5)
+    assert "confirmation dialog" in page
+    step = Step.objects.get(trajectory__run=run, executed_action__action="clarify")
+    client.post(f"/runs/{run.pk}/clarify/{step.pk}/", {"answer": "no"})
+    driver.join(60)
+    trajectory = Trajectory.objects.get(run=run)
+    assert trajectory.stop_reason == "clarify answered 'no': stopped" and trajectory.destination
+
+
+@pytest.mark.django_db(transaction=True)
+def test_anomalies_are_injected_at_the_configured_rate_and_recorded(phones, farm_settings):
+    make_query("anomaly", tags=("anomaly",))
+    run = launch_run("automatic", {"tags": ["anomaly"]},
+                     config={"phones": 1, "anomaly_rates": {"notification": 1.0}, "seed": 3}, dispatch=False)
+    drive_host(run.pk, farm_settings.address, 1)
+    steps = list(Step.objects.filter(trajectory__run=run).order_by("index"))
+    assert steps and all(s.anomaly and s.anomaly["kind"] == "notification" for s in steps)
+    assert all("cmd notification post" in s.anomaly["command"] for s in steps)

@@ -54,3 +54,13 @@ def test_memory_items_must_be_referenced_later():
 
 def test_an_empty_plan_is_flagged():
     assert rules(check_bidirectional_consistency([step(0, CLICK, Plan="")])) == [(0, "plan_present")]
+
+
+def test_decision_coordinates_are_read_in_the_proposals_units():
+    executed = {"action": "click", "point": [540, 1200], "coords": "pixel"}
+    cot = {**step(0, executed).cot, "Decision": "Tap the search box at (500, 500)"}
+    thousandths = GateStep(index=0, cot=cot, action=executed, screen_text=SCREEN,
+                           decision_coords="thousandths", screen=(1080, 2400))
+    assert check_bidirectional_consistency([thousandths]) == []
+    pixels = GateStep(index=0, cot=cot, action=executed, screen_text=SCREEN)
+    assert rules(check_bidirectional_consistency([pixels])) == [(0, "decision_matches_action")]
