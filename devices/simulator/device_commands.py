@@ -36,11 +36,16 @@ def cmd_input(sh, args, stdin):
             engine.type_text(" ".join(rest).replace("%s", " "))
         elif command == "tap":
             x, y = _numbers(rest, 2)
-            engine.tap(x, y)
+            now = phone.now()
+            engine.record_motion([("DOWN", x, y, now), ("UP", x, y, now)], engine.tap(x, y))
         elif command in ("swipe", "draganddrop"):
             x1, y1, x2, y2 = _numbers(rest, 4)
             duration = int(float(rest[4])) if len(rest) > 4 else 300
-            engine.swipe(x1, y1, x2, y2, duration)
+            now = phone.now()
+            kind = engine.swipe(x1, y1, x2, y2, duration)
+            engine.record_motion([("DOWN", x1, y1, now), ("UP", x2, y2, now + duration / 1000)], kind)
+            phone.tick(max(1.0, duration / 1000))  # the command returns when the finger lifts
+            return ok()
         elif command in ("keyevent", "keycombination"):
             keys = [k for k in rest if not k.startswith("--")]  # --longpress/--doubletap: one press here
             if not keys:
@@ -63,20 +68,12 @@ def cmd_input(sh, args, stdin):
 
 
 def _motion(phone, action, x, y):
-    """motionevent DOWN/MOVE/UP compose a tap, long press or swipe, timed by the phone's clock."""
-    if action == "DOWN":
-        phone.touch_down = (x, y, phone.now())
-    elif action == "MOVE":
-        pass
-    elif action in ("UP", "CANCEL"):
-        down = phone.touch_down
-        phone.touch_down = None
-        if down is not None and action == "UP":
-            held_ms = int((phone.now() - down[2]) * 1000)
-            phone.engine.swipe(down[0], down[1], x, y, held_ms)
-    else:
+    """One motion event. Inside a gesture only `sleep` moves the clock, so the time between DOWN and
+    UP is what the caller waited; the finished gesture (UP/CANCEL) costs one second like other input."""
+    if not phone.engine.motion_event(action, x, y):
         return fail(f"Error: Unknown motion event: {action}")
-    phone.tick()
+    if action in ("UP", "CANCEL"):
+        phone.tick()
     return ok()
 
 

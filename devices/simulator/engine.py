@@ -58,6 +58,7 @@ class Engine(Gestures):
         self._screen_version = -1
         self.anomalies = Anomalies(self)
         self.keyboard_mode = "letters"
+        self._init_touch()
 
     # -- change tracking -----------------------------------------------------------------------
 
@@ -73,19 +74,28 @@ class Engine(Gestures):
         if package not in self.apps:
             return False
         task = self.task_of(package)
+        start = self.apps[package].start
+        if page not in self.apps[package].pages:
+            page = None
         if task is None:
-            task = Task(self.next_task_id, package, [PageInstance(self.apps[package].start)])
+            # The intent's extras reach the first page before its on_open runs (onCreate sees them).
+            first = dict(params or {}) if page in (None, start) else {}
+            task = Task(self.next_task_id, package, [PageInstance(start, first)])
             self.next_task_id += 1
             self.tasks.append(task)
             self._opened(task)
             self.tasks.remove(task)
+            delivered = page in (None, start)
         else:
             self.tasks.remove(task)
+            delivered = False
         self.tasks.append(task)
-        if page and page in self.apps[package].pages and page != task.top.page_id:
+        if page and page != task.top.page_id:
             self.push_page(task, page, params)
-        elif params:
+        elif params and not delivered:
+            # onNewIntent: the page on top gets the extras and handles them as it does when opened.
             task.top.params.update(params)
+            self.context(task).run(self.apps[package].pages[task.top.page_id].get("on_open") or [])
         self._bring_to_front(task)
         self.anomalies.on_app_opened(task)
         return True

@@ -70,7 +70,6 @@ class VirtualPhone:
         self.payments: list[dict] = []
         self.extra_props: dict[str, str] = {"persist.sys.locale": "en-US", "persist.sys.language": "en"}
         self.accounts = [("com.google", f"simuser{index + 1:04d}@gmail.com")]
-        self.touch_down = None
         self._app_states: dict[str, dict] = {}
         self.engine = Engine(self, self._choose_apps(self.all_apps), self.width, self.height)
         self.engine.anomalies.configure(self.anomaly_rate, stable_int(seed, index, "anomalies"))

@@ -4,7 +4,7 @@ import logging
 import pytest
 
 from devices.simulator import walker
-from devices.simulator.appspec import CATEGORIES
+from devices.simulator.appspec import CATEGORIES, lint_app
 from tests.simulator.phone_fixtures import APPS, new_phone, sh
 
 MINE = ("com.android.settings", "com.sim.translator")
@@ -65,6 +65,7 @@ def test_every_page_and_dialog_of_every_app_renders(package, caplog):
     phone = new_phone()
     spec = APPS[package]
     assert spec.category in CATEGORIES
+    assert lint_app(spec) == []
     for leaf in spec.function_leaves():
         if leaf.get("reuse_of"):
             assert leaf["reuse_of"] in {n["id"] for n in spec.function_nodes()}
@@ -82,3 +83,48 @@ def test_every_page_and_dialog_of_every_app_renders(package, caplog):
             assert phone.dump_hierarchy().count("<node ") > 2
             phone.engine.foreground.top.dialog = None
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_apps_dir_adds_json_apps_and_bad_files_fail_clearly(tmp_path):
+    import json
+    import re
+    from pathlib import Path
+
+    from devices.simulator.appspec import AppFormatError, load_app
+    from devices.simulator.farm import Farm
+
+    # The small complete example of FORMAT.md is itself a working app.
+    format_doc = (Path(__file__).resolve().parents[2] / "devices/simulator/apps/FORMAT.md").read_text()
+    example = re.search(r"## A complete small example\n\n```yaml\n(.*?)```", format_doc, re.S).group(1)
+    (tmp_path / "counter.yaml").write_text(example)
+    (tmp_path / "tiny.json").write_text(json.dumps({
+        "package": "com.sim.tiny", "label": "Tiny", "category": "tools", "core": True,
+        "pages": {"main": {"elements": [{"type": "button", "id": "go", "text": "Go", "tap": [{"toast": "hi"}]}]}}}))
+    phone = Farm(devices=1, seed=0, apps_dir=tmp_path).phones["sim-0001"]
+    sh(phone, "monkey -p com.sim.example.counter 1")
+    for leaf in phone.engine.apps["com.sim.example.counter"].function_leaves():
+        walker.walk(phone, [{"action": "open", "app": "com.sim.example.counter"}] + leaf["path"])
+    sh(phone, "am force-stop com.sim.example.counter")
+    walker.walk(phone, [{"action": "open", "app": "com.sim.example.counter"}, {"action": "click", "target": {"text": "Add one"}}])
+    assert "count=2" in sh(phone, "content query --uri content://com.sim.example.counter/state")  # the leaf added one too
+    assert "package:com.sim.tiny" in sh(phone, "pm list packages")
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("package: x\nlabel: X\ncategory: toys\npages: {a: {}}\n")
+    with pytest.raises(AppFormatError, match="unknown category"):
+        load_app(bad)
+    bad.write_text("package: x\nlabel: X\ncategory: tools\npages: {a: {elements: [{text: no type}]}}\n")
+    with pytest.raises(AppFormatError, match="needs a 'type'"):
+        load_app(bad)
+
+
+def test_function_trees_export_as_plain_data():
+    import json
+
+    from devices.simulator.appspec import export_function_trees
+
+    trees = {tree["package"]: tree for tree in json.loads(json.dumps(export_function_trees()))}
+    settings = {node["id"]: node for node in trees["com.android.settings"]["functions"]}
+    assert settings["wlan/advanced/mac_address"]["leaf"] is True
+    assert settings["wlan/advanced"]["leaf"] is False and settings["wlan/advanced"]["parent"] == "wlan"
+    assert trees["com.sim.translator"]["category"] == "tools"

@@ -225,3 +225,43 @@ def test_band_png_encoder_round_trips_and_reuses_bands():
         decoded = Image.open(io.BytesIO(encoder.encode(image)))
         assert decoded.convert("RGB").tobytes() == image.tobytes()
     assert encoder.reused >= 5  # the second noise frame reused every band
+
+
+def test_power_key_sleeps_the_screen(settings):
+    sh(settings, "input keyevent KEYCODE_POWER")
+    assert "mHoldingDisplaySuspendBlocker=false" in sh(settings, "dumpsys power")
+    assert screen(settings).getextrema() == ((0, 0), (0, 0), (0, 0))
+    sh(settings, "input tap 540 700")  # ignored while asleep
+    assert focus(settings)[1][1] == ".Settings"
+    sh(settings, "input keyevent WAKEUP")
+    assert screen(settings).getpixel((540, 1200)) != (0, 0, 0)
+
+
+def test_long_press_a_launcher_icon_for_app_info(phone):
+    x1, y1, x2, y2 = bounds(phone, content_desc="Translator")
+    sh(phone, f"input swipe {(x1 + x2) // 2} {(y1 + y2) // 2} {(x1 + x2) // 2} {(y1 + y2) // 2} 700")
+    tap(phone, text="App info")
+    assert focus(phone)[1][1] == ".InstalledAppDetailsActivity"
+    assert "Translator" in texts(phone) and "version 6.2.0" in texts(phone)
+
+
+def test_wm_size_override_changes_the_screen(phone):
+    sh(phone, "wm size 720x1600")
+    assert sh(phone, "wm size") == "Physical size: 1080x2400\nOverride size: 720x1600\n"
+    assert screen(phone).size == (720, 1600)
+    sh(phone, "monkey -p com.android.settings 1")
+    tap(phone, text="WLAN")
+    assert focus(phone)[1][1] == ".WifiSettingsActivity"
+    sh(phone, "wm size reset")
+    assert screen(phone).size == (1080, 2400)
+
+
+def test_recents_shows_snapshots_and_a_swipe_closes_a_task(phone):
+    sh(phone, "monkey -p com.android.settings 1; monkey -p com.sim.translator 1; input keyevent KEYCODE_APP_SWITCH")
+    x1, y1, x2, y2 = bounds(phone, content_desc="Translator")
+    image = screen(phone)
+    assert len(image.crop((x1, y1 + (y2 - y1) // 4, x2, y2)).getcolors(maxcolors=1 << 16)) > 5  # a real snapshot
+    sh(phone, f"input swipe {(x1 + x2) // 2} {(y1 + y2) // 2} {(x1 + x2) // 2} {y1 - 400} 200")
+    assert [t.package for t in phone.engine.tasks] == ["com.android.settings"]
+    tap(phone, text="Clear all")
+    assert phone.engine.tasks == [] and focus(phone)[0] == "com.google.android.apps.nexuslauncher"

@@ -140,3 +140,10 @@ def test_raw_screencap_has_header_and_rgba(phone):
     assert len(raw) == 12 + 1080 * 2400 * 4
     sh(phone, "screencap -p /sdcard/s.png")
     assert phone.fs.read("/sdcard/s.png").startswith(b"\x89PNG")
+
+
+def test_keycode_names_and_numbers():
+    from devices.simulator.gestures import keycode_name
+    assert keycode_name("4") == "BACK" and keycode_name("KEYCODE_4") == "4"
+    assert keycode_name("KEYCODE_APP_SWITCH") == "APP_SWITCH" and keycode_name("home") == "HOME"
+    assert keycode_name("KEYCODE_NOPE") is None and keycode_name("9999") is None

@@ -195,3 +195,19 @@ def test_factory_reset_over_the_shell_restores_the_first_state():
     assert phone.run("screencap -p").stdout == first
     sh(phone, "am broadcast -a com.sim.RESET")  # the lighter reset: stop apps, clear anomalies, Home
     assert focus(phone)[0] == "com.google.android.apps.nexuslauncher"
+
+
+def test_translator_offline_needs_the_target_pack(phone):
+    sh(phone, "monkey -p com.sim.translator 1")
+    sh(phone, "svc wifi disable; svc data disable")
+    tap(phone, resource_id="com.sim.translator:id/input_text")
+    sh(phone, "input text hello")
+    tap(phone, text="Translate")
+    assert "No internet connection" in phone.engine.toast_text
+    assert sh(phone, "content query --uri content://com.sim.translator/history") == "No result found.\n"
+    sh(phone, "svc wifi enable")
+    tap(phone, content_desc="Offline packs")
+    tap(phone, resource_id="com.sim.translator:id/download_button", index=1)  # Chinese (Simplified)
+    sh(phone, "input keyevent BACK; svc wifi disable")
+    tap(phone, text="Translate")
+    assert "Row: 0 text=hello" in sh(phone, "content query --uri content://com.sim.translator/history")
