@@ -3,7 +3,8 @@ from django.db.models import Q
 from django.shortcuts import render
 
 from accounts.roles import ADJUDICATOR, ANNOTATOR, role_required
-from flywheel.models import Query, Trajectory
+from flywheel.models import ModelVersion, Query, Trajectory
+from flywheel.semi_auto import default_policy_version
 
 
 @role_required(ANNOTATOR)
@@ -17,6 +18,7 @@ def my_queue(request):
         "open_count": open_pool.count(),
         "open_next": open_pool.prefetch_related("app_links__app")[:20],
         "in_progress": in_progress,
+        "policies": [default_policy_version(), *ModelVersion.objects.filter(kind="endpoint").order_by("name")],
     })
 
 

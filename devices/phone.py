@@ -1,6 +1,6 @@
 """One phone reached over ADB: the only way product code talks to a phone (virtual or real)."""
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import adbutils
@@ -19,6 +19,7 @@ def adb_client(address: str, timeout: float = 10) -> adbutils.AdbClient:
 class PhoneConnection:
     address: str  # host:port of the ADB server
     serial: str
+    _server_version: int | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def for_device(cls, device):
@@ -42,14 +43,44 @@ class PhoneConnection:
             raise PhoneUnavailable(f"{self.serial}@{self.address}: {error}") from error
         return result.returncode, result.output
 
-    def screencap_png(self) -> bytes:
+    def exec_out(self, command: str) -> bytes:
+        """Binary-clean output of `exec:COMMAND` (what `adb exec-out` does).
+
+        Talks to the ADB server through adbutils' client but skips its fixed waits (a
+        `host:version` round trip before every command and a 10 ms sleep on close): about 20 of
+        the 22 ms a capture otherwise takes, which matters when screens are polled many times a
+        second. The answer is read in large chunks and joined once.
+        """
         try:
-            with self.adb.open_transport() as conn:  # exec: is binary clean, shell: may not be
-                conn.send_command("exec:screencap -p")
-                conn.check_okay()
-                return conn.read_until_close(encoding=None)
+            client = self.adb._client
+            if self._server_version is None:
+                self._server_version = client.server_version()
+            connection = client.make_connection()
+            try:
+                if self._server_version >= 41:
+                    connection.send_command(f"host:tport:serial:{self.serial}")
+                    connection.check_okay()
+                    connection.read(8)  # the transport id
+                else:
+                    connection.send_command(f"host:transport:{self.serial}")
+                    connection.check_okay()
+                connection.send_command(f"exec:{command}")
+                connection.check_okay()
+                chunks = []
+                while chunk := connection.conn.recv(1 << 20):
+                    chunks.append(chunk)
+            finally:
+                connection.conn.close()
         except (adbutils.AdbError, OSError) as error:
+            self._server_version = None
             raise PhoneUnavailable(f"{self.serial}@{self.address}: {error}") from error
+        return b"".join(chunks)
+
+    def screencap_png(self) -> bytes:
+        png = self.exec_out("screencap -p")
+        if not png.startswith(b"\x89PNG"):
+            raise PhoneUnavailable(f"{self.serial}: screencap gave no PNG: {png[:100]!r}")
+        return png
 
     def dump_hierarchy(self) -> str:
         try:

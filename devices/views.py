@@ -14,11 +14,11 @@ from .models import Device, Lease
 from .phone import PhoneConnection, PhoneUnavailable
 from .profiles import resolution_class
 from .registry import discover_devices
+from .reset import reset_phone
 from .streaming import control
 from .streaming.consumer import notify_viewers
 
 log = logging.getLogger(__name__)
-LAUNCHERS = ("launcher",)  # a package with this in its name is the home screen: never force-stopped
 
 
 def unknown_device(request, what):
@@ -106,23 +106,22 @@ def device_release_control(request, device):
 
 @admin_action
 def device_reset(request, device):
-    """Force-stop the foreground app and go HOME; only when nobody else holds the phone."""
+    """Force-stop every third-party app and go HOME; only when nobody else holds the phone."""
     lease = current_lease(device)
     if lease is not None and lease.holder != control.console_holder(request.user):
         messages.error(request, f"{device.serial} is held by {lease.holder}: take the lease first.")
         return
-    phone = PhoneConnection.for_device(device)
     try:
-        package = phone.foreground()["package"]
-        if package and not any(word in package for word in LAUNCHERS):
-            phone.shell(f"am force-stop {package}")
-        phone.shell("input keyevent 3")
+        outcome = reset_phone(PhoneConnection.for_device(device), {"force_stop": "all", "home": True})
     except PhoneUnavailable as error:
         log.warning("reset of %s by %s failed: %s", device, request.user, error)
         messages.error(request, f"Reset failed, the phone does not answer: {error}")
         return
-    log.info("%s reset %s (stopped %s)", request.user, device, package or "nothing")
-    messages.info(request, f"{device.serial} reset: stopped {package or 'nothing'} and went home.")
+    log.info("%s reset %s: %s", request.user, device, outcome)
+    if outcome["errors"]:
+        messages.error(request, f"{device.serial} reset with errors: {'; '.join(outcome['errors'])}")
+    else:
+        messages.info(request, f"{device.serial} reset: apps stopped, back on the home screen.")
     notify_viewers(device.pk, "reset")
 
 

@@ -142,7 +142,7 @@ def format_output(cot: dict, action: dict, compact: bool = False) -> str:
     return sep.join(parts) + sep + "<tool_call>" + json.dumps(action, ensure_ascii=False) + "</tool_call>"
 
 
-_TAG_RE = re.compile(r"\[\s*(" + "|".join(TAGS) + r")\s*\]\s*:?", re.IGNORECASE)
+_TAG_RE = re.compile(r"\[\s*(" + "|".join(TAGS) + r")\s*\]:?", re.IGNORECASE)  # "[Plan]:" too
 _TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.IGNORECASE | re.DOTALL)
 _FENCE_RE = re.compile(r"```[ \t]*(?:json)?[ \t]*\n?(.*?)```", re.IGNORECASE | re.DOTALL)
 

@@ -27,12 +27,14 @@ from .agent_protocol import DEFAULT_K, describe_action
 from .blobs import read_blob
 from .consistency import GateStep, check_bidirectional_consistency
 from .cpt_cleaning import cpt_rejection
+from .pool_rules import sft_intake_allowed
 from .models import CptEntry, ModelVersion, Query, SftEntry, Step, Trajectory
 from .policies import OFFLINE_POLICY_NAME, PolicyError, policy_for
 from .stepping import measure_edit, observe, policy_state, store_observation
 
 LEASE_TTL = timedelta(seconds=60)   # the page heartbeats every 10 s; a closed tab frees the phone
 ENDING_ACTIONS = ("terminate", "call_user", "clarify")
+SEMI_AUTO_INTAKE = "semi_auto_verified"
 CLAIM_TIMEOUT = timedelta(minutes=2)  # a claim older than this belongs to a request that died
 
 
@@ -276,7 +278,8 @@ def route_verified(trajectory) -> list:
     with transaction.atomic():
         trajectory.verdict, trajectory.destination = "true", "sft"
         trajectory.save(update_fields=["consistency_issues", "verdict", "destination"])
-        SftEntry.objects.get_or_create(trajectory=trajectory, intake="semi_auto_verified")
+        if sft_intake_allowed(SEMI_AUTO_INTAKE):  # the pool's one intake gate (pool_rules.py)
+            SftEntry.objects.get_or_create(trajectory=trajectory, intake=SEMI_AUTO_INTAKE)
     return []
 
 

@@ -112,7 +112,9 @@ if not REDIS_KEY_PREFIX and "pytest" in sys.modules:
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 200, "expiry": 10,
+        # redis-py reads with a 5 s timeout, exactly how long channels_redis blocks waiting for a
+        # message: a quiet websocket would die. A longer socket timeout keeps it alive.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 200, "expiry": 10,
                    "prefix": f"{REDIS_KEY_PREFIX}asgi"},
     }
 }

@@ -249,6 +249,14 @@ class ScreenConsumer(RoleWebsocketConsumer):
     # server side -----------------------------------------------------------------------------
     async def send_frames(self):
         """Send the newest frame each time the client has drawn the previous one."""
+        try:
+            await self._send_frames()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # noqa: BLE001 - e.g. the client left mid-send: stop quietly
+            log.info("screen of %s for %s stopped: %r", self.device, self.user, error)
+
+    async def _send_frames(self):
         last_seq, last_error, last_sent = 0, "", None
         while True:
             await self.capture.newer_than(last_seq)

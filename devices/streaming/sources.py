@@ -10,7 +10,6 @@ import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-import adbutils
 from django.conf import settings
 from PIL import Image
 
@@ -50,7 +49,6 @@ class ScreencapSource(FrameSource):
     def __init__(self, phone: PhoneConnection):
         self.phone = phone
         self._last_png = None
-        self._server_version = None
 
     def capture(self) -> Capture:
         png = self._screencap()
@@ -59,36 +57,7 @@ class ScreencapSource(FrameSource):
         return Capture(size=png_size(png), png=png, unchanged=unchanged)
 
     def _screencap(self) -> bytes:
-        """What phone.screencap_png() does, through the same adbutils client, minus adbutils' fixed
-        waits: it asks `host:version` on a new connection before every command and sleeps 10 ms
-        when closing one, ~20 of the ~22 ms a farm capture takes; polled 30 times a second, that
-        is most of each frame's latency. The answer is read in large chunks and joined once."""
-        try:
-            if self._server_version is None:
-                self._server_version = self.phone.adb._client.server_version()
-            connection = self.phone.adb._client.make_connection()
-            try:
-                if self._server_version >= 41:
-                    connection.send_command(f"host:tport:serial:{self.phone.serial}")
-                    connection.check_okay()
-                    connection.read(8)  # the transport id
-                else:
-                    connection.send_command(f"host:transport:{self.phone.serial}")
-                    connection.check_okay()
-                connection.send_command("exec:screencap -p")  # exec: is binary clean
-                connection.check_okay()
-                chunks = []
-                while chunk := connection.conn.recv(1 << 20):
-                    chunks.append(chunk)
-            finally:
-                connection.conn.close()
-        except (adbutils.AdbError, OSError) as error:
-            self._server_version = None
-            raise PhoneUnavailable(f"{self.phone.serial}@{self.phone.address}: {error}") from error
-        png = b"".join(chunks)
-        if not png.startswith(b"\x89PNG"):
-            raise PhoneUnavailable(f"{self.phone.serial}: screencap gave no PNG: {png[:100]!r}")
-        return png
+        return self.phone.screencap_png()
 
 
 def configured_source_name() -> str:

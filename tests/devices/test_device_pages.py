@@ -154,6 +154,16 @@ def test_a_browser_watches_a_phone_and_taps_an_app_icon(screen_phones, role_user
     assert not phone.foreground()["package"].endswith("launcher"), "the tap opened the app"
     page.wait_for_function(f"document.querySelector('[data-testid=screen]').dataset.frames > {frames_before}")
 
+    # A hidden page pauses its stream (no more frames, the age grows); visible again, it resumes.
+    page.evaluate("""() => { Object.defineProperty(document, 'hidden', {value: true, configurable: true});
+                             document.dispatchEvent(new Event('visibilitychange')); }""")
+    page.wait_for_function("parseInt(document.querySelector('[data-testid=frame-age]').textContent) > 1500",
+                           timeout=10000)
+    page.evaluate("""() => { Object.defineProperty(document, 'hidden', {value: false, configurable: true});
+                             document.dispatchEvent(new Event('visibilitychange')); }""")
+    page.wait_for_function("parseInt(document.querySelector('[data-testid=frame-age]').textContent) < 1000",
+                           timeout=10000)
+
     page.get_by_test_id("key-home").click()
     page.wait_for_function("document.querySelector('[data-testid=screen-message]').textContent.startsWith('Done: system_button')")
     assert phone.foreground()["package"].endswith("launcher")

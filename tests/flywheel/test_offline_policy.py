@@ -84,3 +84,20 @@ def test_it_proposes_from_a_hierarchy_alone():
     proposal = OfflinePolicy().propose(state)
     assert proposal.action == {"action": "click", "point": [540, 850], "coords": "pixel"}
     assert proposal.cot["Decision"] == 'Tap "Save" at (540, 850)' and "\"Save\"" in proposal.cot["Observation"]
+
+
+def test_step_by_step_instructions_are_read_as_steps():
+    from flywheel.policies.narration import narrated_steps
+
+    steps = narrated_steps("Open Notes, tap the + button, type Groceries as the title and 'milk and coffee' "
+                           "as the note, then tap Save.", {"notes"})
+    assert [(s.action, s.target, s.text) for s in steps] == [
+        ("click", "the add new button", ""), ("type", "the title", "Groceries"),
+        ("type", "the note", "milk and coffee"), ("click", "Save", "")]
+    steps = narrated_steps("Open Chatter, tap Mom's chat, type 'On my way' and press Send.", {"chat"})
+    assert [(s.action, s.target, s.text) for s in steps] == [
+        ("click", "Mom chat", ""), ("type", "", "On my way"), ("click", "Send", "")]
+    steps = narrated_steps("Open Settings, go to WLAN, tap Forget and confirm.", {"settings"})
+    assert [s.action for s in steps] == ["click", "click", "confirm"]
+    assert narrated_steps("Open Settings, tap Display & brightness and switch on Dark theme.", {"settings"})[-1].toggle is True
+    assert narrated_steps("Find me something nice to eat", {"food"}) == []

@@ -1,0 +1,209 @@
+// Live phone screens: every <canvas data-screen> streams its phone over a websocket.
+// Frames are binary: a 24-byte header (see devices/streaming/frames.py) then a JPEG; an empty JPEG
+// means "unchanged, checked at this time". Each drawn frame is acked, so the server always sends
+// the newest one and drops stale frames. Hidden pages pause. Interactive canvases send input
+// (tap, long press, swipe, keys, text) with the sequence number and size of the frame it was aimed at.
+(function () {
+  "use strict";
+  const HEADER_BYTES = 24;
+  const LONG_PRESS_MS = 600;
+  const SWIPE_MIN_PX = 12;
+
+  function parseFrame(buffer) {
+    const view = new DataView(buffer);
+    const magic = String.fromCharCode(view.getUint8(0), view.getUint8(1), view.getUint8(2), view.getUint8(3));
+    if (magic !== "FWF1") throw new Error("not a frame");
+    return {
+      seq: view.getUint32(4, true), capturedAt: view.getFloat64(8, true),
+      width: view.getUint16(16, true), height: view.getUint16(18, true),
+      phoneWidth: view.getUint16(20, true), phoneHeight: view.getUint16(22, true),
+      jpeg: new Uint8Array(buffer, HEADER_BYTES),
+    };
+  }
+
+  class PhoneScreen {
+    constructor(canvas) {
+      this.canvas = canvas;
+      this.context = canvas.getContext("2d");
+      this.interactive = canvas.hasAttribute("data-interactive");
+      this.maxFps = Number(canvas.dataset.maxFps || 30);
+      const scope = canvas.closest(".phone-page") || document;
+      this.find = (name) => (this.interactive ? scope.querySelector(`[data-screen-${name}]`) : null);
+      this.frame = null;          // the frame on screen: {seq, width, height}
+      this.checkedAt = null;      // server time the shown picture was last confirmed
+      this.clockOffset = 0;       // server clock minus ours
+      this.frames = 0;
+      this.inputId = 0;
+      this.fitCanvas(Number(canvas.dataset.phoneWidth || 0), Number(canvas.dataset.phoneHeight || 0));
+      this.connect();
+      document.addEventListener("visibilitychange", () => this.send({type: document.hidden ? "pause" : "resume"}));
+      if (this.interactive) this.bindInput();
+      if (this.find("age")) setInterval(() => this.showAge(), 200);
+    }
+
+    fitCanvas(phoneWidth, phoneHeight) {
+      // Keep the CSS width; the height follows the phone's aspect ratio.
+      if (!phoneWidth || !phoneHeight) return;
+      const cssWidth = this.canvas.clientWidth || this.canvas.width;
+      this.canvas.style.height = Math.round(cssWidth * phoneHeight / phoneWidth) + "px";
+      this.aspect = phoneHeight / phoneWidth;
+    }
+
+    viewSize() {
+      const ratio = window.devicePixelRatio || 1;
+      const width = Math.round((this.canvas.clientWidth || this.canvas.width) * ratio);
+      const height = Math.round(width * (this.aspect || this.canvas.height / this.canvas.width));
+      return {width, height};
+    }
+
+    connect() {
+      const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+      this.socket = new WebSocket(scheme + location.host + this.canvas.dataset.wsPath);
+      this.socket.binaryType = "arraybuffer";
+      this.socket.onmessage = (event) => {
+        if (typeof event.data === "string") this.onJson(JSON.parse(event.data));
+        else this.onFrame(parseFrame(event.data));
+      };
+      this.socket.onclose = (event) => {
+        const reasons = {4401: "sign in to watch", 4403: "your role may not watch phones", 4404: "no such phone"};
+        this.setState(reasons[event.code] || "disconnected, reconnecting…");
+        if (!reasons[event.code]) setTimeout(() => this.connect(), 2000);
+      };
+    }
+
+    send(message) {
+      if (this.socket && this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(message));
+    }
+
+    onJson(message) {
+      switch (message.type) {
+        case "hello":
+          this.clockOffset = message.server_time - Date.now();
+          this.setControl(message.can_control);
+          this.setState("live");
+          this.send({type: "view", ...this.viewSize(), max_fps: this.maxFps});
+          if (document.hidden) this.send({type: "pause"});
+          break;
+        case "input_result":
+          if (message.ok) this.say(`Done: ${message.action.action} (${message.ms} ms)`);
+          else this.say(message.blocked ? `Blocked by the safety audit: ${message.reason}`
+                                         : `Not done (${message.error}): ${message.reason}`, true);
+          break;
+        case "lease":
+          this.setControl(message.can_control);
+          const holder = this.find("holder");
+          if (holder) holder.textContent = message.holder || "nobody";
+          this.say(`Lease changed (${message.event.replace("_", " ")}); holder: ${message.holder || "nobody"}`);
+          break;
+        case "phone_unavailable": this.setState("phone unavailable"); this.say(message.message, true); break;
+        case "phone_back": this.setState("live"); this.say("The phone answers again."); break;
+        case "error": this.say(`${message.code}: ${message.message}`, true); break;
+      }
+    }
+
+    async onFrame(frame) {
+      if (frame.jpeg.length) {
+        const bitmap = await createImageBitmap(new Blob([frame.jpeg], {type: "image/jpeg"}));
+        if (this.canvas.width !== frame.width || this.canvas.height !== frame.height) {
+          this.canvas.width = frame.width;
+          this.canvas.height = frame.height;
+          this.fitCanvas(frame.phoneWidth, frame.phoneHeight);
+        }
+        this.context.drawImage(bitmap, 0, 0);
+        bitmap.close();
+        this.frames += 1;
+        const count = this.find("count");
+        if (count) count.textContent = String(this.frames);
+        this.canvas.dataset.frames = String(this.frames);
+      }
+      // An unchanged frame stands for the same picture, so input may be aimed at its seq too.
+      this.frame = {seq: frame.seq, width: frame.width, height: frame.height};
+      this.checkedAt = frame.capturedAt;
+      this.send({type: "ack", seq: frame.seq});
+    }
+
+    showAge() {
+      const age = this.find("age");
+      if (!age || this.checkedAt === null) return;
+      age.textContent = `${Math.max(0, Math.round(Date.now() + this.clockOffset - this.checkedAt))} ms`;
+    }
+
+    setState(text) { const el = this.find("state"); if (el) el.textContent = text; }
+
+    setControl(canControl) {
+      this.canControl = canControl;
+      const el = this.find("control");
+      if (el && canControl) el.textContent = "You hold the lease: your taps, swipes, keys and text reach the phone.";
+    }
+
+    say(text, bad) {
+      const el = this.find("message");
+      if (!el) return;
+      el.textContent = text;
+      el.classList.toggle("bad", Boolean(bad));
+    }
+
+    // input -----------------------------------------------------------------------------------
+    sendInput(fields, aimedAt) {
+      const message = {type: "input", id: ++this.inputId, ...fields};
+      if (aimedAt) message.frame = aimedAt;
+      this.send(message);
+    }
+
+    framePoint(event) {
+      // CSS pixels -> pixels of the frame on the canvas (the server scales by that frame's size).
+      const box = this.canvas.getBoundingClientRect();
+      const x = (event.clientX - box.left) * this.canvas.width / box.width;
+      const y = (event.clientY - box.top) * this.canvas.height / box.height;
+      return {x: Math.max(0, Math.min(this.canvas.width, Math.round(x))),
+              y: Math.max(0, Math.min(this.canvas.height, Math.round(y)))};
+    }
+
+    bindInput() {
+      let down = null;
+      this.canvas.addEventListener("pointerdown", (event) => {
+        if (!this.frame) return;
+        this.canvas.focus();
+        down = {point: this.framePoint(event), at: performance.now(), frame: {...this.frame}};
+      });
+      this.canvas.addEventListener("pointerup", (event) => {
+        if (!down) return;
+        const end = this.framePoint(event);
+        const moved = Math.hypot(end.x - down.point.x, end.y - down.point.y);
+        if (moved >= SWIPE_MIN_PX) {
+          this.sendInput({action: "swipe", start_x: down.point.x, start_y: down.point.y,
+                          end_x: end.x, end_y: end.y}, down.frame);
+        } else {
+          const action = performance.now() - down.at >= LONG_PRESS_MS ? "long_press" : "tap";
+          this.sendInput({action, x: down.point.x, y: down.point.y}, down.frame);
+        }
+        down = null;
+      });
+      const keys = {Escape: "back", Home: "home", End: "recents", Enter: "enter"};
+      this.canvas.addEventListener("keydown", (event) => {
+        if (keys[event.key]) {
+          event.preventDefault();
+          this.sendInput({action: "key", key: keys[event.key]});
+        } else if (event.key === "t" || event.key === "T") {
+          event.preventDefault();
+          const box = this.find("text");
+          if (box) box.querySelector("input").focus();
+        }
+      });
+      document.querySelectorAll("[data-key]").forEach((button) =>
+        button.addEventListener("click", () => this.sendInput({action: "key", key: button.dataset.key})));
+      const textForm = this.find("text");
+      if (textForm) textForm.addEventListener("submit", (event) => {
+        event.preventDefault();
+        const input = textForm.querySelector("input");
+        if (input.value) this.sendInput({action: "text", text: input.value});
+        input.value = "";
+        this.canvas.focus();
+      });
+    }
+  }
+
+  function start() { document.querySelectorAll("canvas[data-screen]").forEach((c) => { c.phoneScreen = new PhoneScreen(c); }); }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
