@@ -23,9 +23,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 
 from accounts.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
-from accounts.roles import ADMIN, MANAGER, has_role
+from accounts.roles import ADMIN, ANNOTATOR, MANAGER, has_role
 from devices.leases import current_lease
-from devices.models import Device
+from devices.models import Device, Lease
 from devices.phone import PhoneConnection
 
 from . import control
@@ -50,6 +50,12 @@ def notify_viewers(device_id, event: str):
     """Tell every open screen of a phone that its lease or status changed (from sync code)."""
     async_to_sync(get_channel_layer().group_send)(
         device_group(device_id), {"type": "device.changed", "event": event})
+
+
+def may_watch(device, user) -> bool:
+    if has_role(user, MANAGER, ADMIN):
+        return True
+    return Lease.objects.filter(device=device, user=user, released_at__isnull=True).exists()
 
 
 class RoleWebsocketConsumer(AsyncWebsocketConsumer):
@@ -84,7 +90,8 @@ class SentFrame:
 
 
 class ScreenConsumer(RoleWebsocketConsumer):
-    required_roles = (MANAGER, ADMIN)
+    # Managers and admins watch any phone; an annotator watches the phone their session leases.
+    required_roles = (MANAGER, ADMIN, ANNOTATOR)
 
     async def on_accepted(self):
         self.user = self.scope["user"]
@@ -98,6 +105,11 @@ class ScreenConsumer(RoleWebsocketConsumer):
             log.warning("screen socket of %s: no phone with id %s", self.user, device_id)
             await self.send_error("unknown_device", f"No phone with id {device_id}.")
             await self.close(code=CLOSE_UNKNOWN_DEVICE)
+            return
+        if not await database_sync_to_async(may_watch)(self.device, self.user):
+            await self.send_error("not_your_phone", "Annotators watch only the phone their session holds.")
+            self.device = None
+            await self.close(code=CLOSE_FORBIDDEN)
             return
         self.box, self.max_fps, self.paused = None, 1.0, False
         self.sent: OrderedDict[int, SentFrame] = OrderedDict()

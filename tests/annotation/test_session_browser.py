@@ -30,6 +30,9 @@ def test_annotator_confirms_drags_and_edits_text_into_the_sft_pool(role_users, f
     page.keyboard.press("n")                                   # Take next, by its key
     page.wait_for_url("**/session/*/", timeout=30000)
     assert "Keyboard shortcuts" in page.content()
+    # The phone's live screen streams beside the step being verified.
+    page.wait_for_function("() => { const c = document.querySelector('[data-testid=live-screen]');"
+                           " return c && c.phoneScreen && c.phoneScreen.frames > 0; }", timeout=20000)
 
     wait_for_step(page, 0)                                      # open Notes: confirm with Enter
     assert page.get_by_test_id("action-type").input_value() == "open"

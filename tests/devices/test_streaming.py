@@ -27,11 +27,23 @@ async def test_roles_decide_who_may_watch(screen_phones, role_users):
     device = screen_phones[0]
     _, connected, code = await open_screen(device.pk)
     assert not connected and code == 4401
-    _, connected, code = await open_screen(device.pk, role_users["annotator"])
-    assert not connected and code == 4403
+    # An annotator watches only the phone their session leases.
+    communicator, connected, _ = await open_screen(device.pk, role_users["annotator"])
+    kind, message = await receive(communicator)
+    assert message["code"] == "not_your_phone" and await receive(communicator) == ("closed", 4403)
     communicator, hello = await watch(device, role_users["manager"])
     assert hello["device"]["serial"] == device.serial and hello["can_control"] is False
     await communicator.disconnect()
+    from devices import leases
+
+    lease = await sync_to_async(leases.acquire)(device, holder="semi-auto:trajectory:1",
+                                                user=role_users["annotator"])
+    communicator, hello = await watch(device, role_users["annotator"])
+    assert hello["can_control"] is False
+    frame = await receive_frame(communicator)
+    assert frame is not None
+    await communicator.disconnect()
+    await sync_to_async(leases.release)(lease)
 
 
 async def test_an_unknown_phone_gets_a_clear_error_and_close(screen_phones, role_users):
