@@ -1,8 +1,7 @@
-"""Human work queues: the annotator's queue and the adjudicator's Undetermined queue."""
-from django.db.models import Q
+"""The annotator's queue (the adjudicator's is in adjudication_views)."""
 from django.shortcuts import render
 
-from accounts.roles import ADJUDICATOR, ANNOTATOR, role_required
+from accounts.roles import ANNOTATOR, role_required
 from flywheel.models import ModelVersion, Query, Trajectory
 from flywheel.semi_auto import default_policy_version
 
@@ -20,11 +19,3 @@ def my_queue(request):
         "in_progress": in_progress,
         "policies": [default_policy_version(), *ModelVersion.objects.filter(kind="endpoint").order_by("name")],
     })
-
-
-@role_required(ADJUDICATOR)
-def adjudication_queue(request):
-    waiting = (Trajectory.objects.filter(verdict="undetermined", destination="adjudication")
-               .exclude(Q(adjudications__decision__gt=""))
-               .select_related("query", "device").prefetch_related("votes").distinct())
-    return render(request, "annotation/adjudication_queue.html", {"trajectories": waiting[:200]})

@@ -1,5 +1,4 @@
 """The real Redis channel layer and a real Celery worker process."""
-import asyncio
 
 import pytest
 from asgiref.sync import sync_to_async

@@ -22,7 +22,6 @@ def test_register_and_check_an_endpoint(client_as):
         assert version.health["ok"] and version.health["models"] == [stub.model]
         page = client.get("/endpoints/").content.decode()
         assert "healthy" in page and stub.model in page
-        port = stub.server.server_address[1]
     row = client.post(f"/endpoints/{version.pk}/check/", HTTP_HX_REQUEST="true").content.decode()
     assert "down" in row and f'id="endpoint-{version.pk}"' in row and "<html" not in row
     version.refresh_from_db()

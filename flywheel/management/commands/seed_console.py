@@ -5,6 +5,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from flywheel.models import ModelVersion, Query
+from flywheel.policies import OFFLINE_POLICY_NAME
 from flywheel.query_io import QueryImportError, import_queries
 
 TASK_SET_DIR = Path(settings.BASE_DIR) / "devices" / "simulator" / "tasks"
@@ -14,7 +15,7 @@ class Command(BaseCommand):
     help = "Register the offline policy and import the virtual farm's task set when no queries exist."
 
     def handle(self, *args, **options):
-        ModelVersion.objects.get_or_create(name="offline-rules", defaults={"kind": "offline"})
+        ModelVersion.objects.get_or_create(name=OFFLINE_POLICY_NAME, defaults={"kind": "offline"})
         if Query.objects.exists():
             self.stdout.write(f"Queries: {Query.objects.count()} in the database.")
             return
