@@ -38,17 +38,30 @@ def farm_control(farm, request):
 
 
 @pytest.mark.worker
-def test_a_run_is_carried_out_by_a_real_worker(farm_settings, celery_worker_process):
+@pytest.mark.parametrize("line", ["automatic", "schema", "external"])
+def test_each_line_is_carried_out_by_a_real_worker(line, farm_settings, celery_worker_process):
     discover_devices()
-    for i in range(2):
-        make_query(f"w-{i}", tags=("worker",))
-    run = launch_run("automatic", {"tags": ["worker"]}, config={"phones": 2})
+    if line == "external":
+        from flywheel.collection.external import ingest_external
+
+        assert ingest_external(["Open Settings and show the Bluetooth page",
+                                "Open Settings, go to Bluetooth"])["kept"] == 2
+        query_filter = {"source": "external"}
+    else:
+        for i in range(2):
+            make_query(f"w-{line}-{i}", tags=(line,))
+        query_filter = {"tags": [line]}
+    run = launch_run(line, query_filter, config={"phones": 2, "max_steps": 8})
     wait_for(lambda: CollectionRun.objects.get(pk=run.pk).status == "done", what="the run to finish")
     run.refresh_from_db()
     assert run.completed == 2
-    assert all(t.destination for t in Trajectory.objects.filter(run=run)), [
-        (t.status, t.stop_reason, t.verdict) for t in Trajectory.objects.filter(run=run)] + [
+    trajectories = list(Trajectory.objects.filter(run=run))
+    assert len(trajectories) == 2 and all(t.line == line and t.steps.exists() for t in trajectories)
+    assert all(t.destination for t in trajectories), [
+        (t.status, t.stop_reason, t.verdict) for t in trajectories] + [
         (w.status, w.note) for w in WorkItem.objects.all()]
+    if line != "external":
+        assert {t.destination for t in trajectories} == {"sft"}
 
 
 @pytest.mark.worker
