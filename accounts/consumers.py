@@ -1,6 +1,8 @@
 """Websockets check roles like pages do: anonymous → close 4401, wrong role → close 4403."""
+import json
+
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.generic.websocket import AsyncWebsocketConsumer
 
 from .roles import ROLES, has_role
 
@@ -8,7 +10,9 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 
 
-class RoleJsonConsumer(AsyncJsonWebsocketConsumer):
+class RoleWebsocketConsumer(AsyncWebsocketConsumer):
+    """Accepts only signed-in people with one of `required_roles`; sends JSON and binary frames."""
+
     required_roles = ROLES
 
     async def connect(self):
@@ -24,3 +28,6 @@ class RoleJsonConsumer(AsyncJsonWebsocketConsumer):
 
     async def on_accepted(self):
         """Subclasses join their groups here."""
+
+    async def send_json(self, content):
+        await self.send(text_data=json.dumps(content))

@@ -38,6 +38,7 @@ class ActionResult:
     element: dict | None = None      # the element the action hit (from the audit)
     commands: list = field(default_factory=list)   # shell command lines sent to the phone
     timings: dict = field(default_factory=dict)    # ms: audit, execute, total
+    phone_lost: bool = False         # the phone stopped answering (not the action's fault)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -90,7 +91,7 @@ class ActionExecutor:
             result.error = str(error)
             return self._finish(result, started)
         except PhoneUnavailable as error:
-            result.error = str(error)
+            result.error, result.phone_lost = str(error), True
             return self._finish(result, started)
         result.action = normalized
         result.note = normalized.get("note", "")
@@ -115,6 +116,7 @@ class ActionExecutor:
             result.ok = not result.error
         except (ActionFailed, CompositeError, PhoneUnavailable) as error:
             result.error = str(error)
+            result.phone_lost = isinstance(error, PhoneUnavailable)
         return self._finish(result, started)
 
     def _finish(self, result, started):

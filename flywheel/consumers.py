@@ -2,13 +2,13 @@
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from accounts.consumers import RoleJsonConsumer
+from accounts.consumers import RoleWebsocketConsumer
 from accounts.roles import MANAGER
 
 DASHBOARD_GROUP = "dashboard"
 
 
-class DashboardConsumer(RoleJsonConsumer):
+class DashboardConsumer(RoleWebsocketConsumer):
     required_roles = (MANAGER,)
 
     async def on_accepted(self):

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 
-from accounts.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
+from accounts.consumers import CLOSE_FORBIDDEN, RoleWebsocketConsumer
 from accounts.roles import ADMIN, ANNOTATOR, MANAGER, has_role
 from devices.leases import current_lease
 from devices.models import Device, Lease
@@ -56,29 +55,6 @@ def may_watch(device, user) -> bool:
     if has_role(user, MANAGER, ADMIN):
         return True
     return Lease.objects.filter(device=device, user=user, released_at__isnull=True).exists()
-
-
-class RoleWebsocketConsumer(AsyncWebsocketConsumer):
-    """RoleJsonConsumer's checks for a consumer that also sends binary frames."""
-
-    required_roles = (MANAGER,)
-
-    async def connect(self):
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
-        if not await database_sync_to_async(has_role)(user, *self.required_roles):
-            await self.close(code=CLOSE_FORBIDDEN)
-            return
-        await self.accept()
-        await self.on_accepted()
-
-    async def on_accepted(self):
-        pass
-
-    async def send_json(self, content):
-        await self.send(text_data=json.dumps(content))
 
 
 @dataclass

@@ -122,7 +122,7 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
             if not result.ok:
                 write_step(trajectory, index, **step_fields)
                 index += 1
-                if result.error and ("unavailable" in result.error.lower() or "closed" in result.error.lower()):
+                if result.phone_lost:
                     raise PhoneLost(result.error)
                 blocked_in_a_row = blocked_in_a_row + 1 if result.blocked else 0
                 if blocked_in_a_row >= 2:

@@ -6,17 +6,12 @@ screen (all apps force-stopped, overlays and network trouble cleared).
 from __future__ import annotations
 
 import importlib.util
-import re
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
 from devices.phone import PhoneConnection
+from tests.farm import running_farm
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 FARM_DEVICES = 2
 
 
@@ -24,39 +19,14 @@ def farm_is_built() -> bool:
     return importlib.util.find_spec("devices.simulator.farm") is not None
 
 
-def _read_announced_port(process, log_path, timeout: float = 120) -> int:
-    """The farm prints `virtual farm ADB server listening on port N` once it accepts connections."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        match = re.search(r"listening on port (\d+)", line)
-        if match:
-            return int(match.group(1))
-    raise RuntimeError(f"the farm did not start; its log says:\n{log_path.read_text()[-3000:]}")
-
-
 @pytest.fixture(scope="session")
 def farm(tmp_path_factory):
-    """(port, serials) of `python -m devices.simulator --devices 2 --port 0`."""
+    """(port, serials) of `python -m devices.simulator --devices 2 --port 0 --seed 0`."""
     if not farm_is_built():
         pytest.skip("the virtual farm (devices/simulator/farm.py) is not built yet")
     log_path = tmp_path_factory.mktemp("device-farm") / "farm.log"
-    log = log_path.open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "devices.simulator", "--devices", str(FARM_DEVICES), "--port", "0", "--seed", "0"],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
-    try:
-        port = _read_announced_port(process, log_path)
-        yield port, [f"sim-{i + 1:04d}" for i in range(FARM_DEVICES)]
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+    with running_farm(FARM_DEVICES, seed=0, log_path=log_path) as running:
+        yield running.port, running.serials
 
 
 @pytest.fixture
