@@ -62,6 +62,15 @@ def manage(*args, env):
     subprocess.run([venv_bin("python"), "manage.py", *args], cwd=ROOT, env=env, check=True)
 
 
+def wait_for_ports(addresses, timeout=60):
+    """Wait until every ADB server accepts connections (the farm takes a moment to start)."""
+    deadline = time.monotonic() + timeout
+    for address in (a.strip() for a in addresses.split(",") if a.strip()):
+        host, _, port = address.rpartition(":")
+        while not port_open(host or "127.0.0.1", int(port)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
 def wait_for_health(url, timeout=60):
     deadline, body = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
@@ -108,6 +117,8 @@ def main():
                 supervisor.start("simfarm", [venv_bin("python"), "manage.py", "simfarm",
                                              "--devices", FARM_DEVICES, "--port", str(FARM_PORT)], env)
         print(f"Phones: ADB_SERVERS={env['ADB_SERVERS']}")
+        wait_for_ports(env["ADB_SERVERS"])
+        manage("discover_devices", env=env)
 
         # One collection queue per phone host: this worker drives the phones of every host listed.
         host_queues = ",".join("collection." + a.strip().replace(":", "-")
@@ -133,7 +144,7 @@ def main():
                 return 1
             time.sleep(1)
     except KeyboardInterrupt:
-        print("\nStopping…")
+        print("\nStopping…", flush=True)
         return 0
     except subprocess.CalledProcessError as error:
         print(f"Setup step failed: {' '.join(error.cmd)}")
@@ -143,5 +154,10 @@ def main():
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    def stop(*_):
+        raise KeyboardInterrupt
+
+    # Explicit handlers: a shell that starts us in the background would otherwise ignore SIGINT.
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     sys.exit(main())
