@@ -129,7 +129,7 @@ def main():
         supervisor.start("beat", [venv_bin("celery"), "-A", "flywheel", "beat", "-l", "info",
                                   "--schedule", str(VAR / "celerybeat-schedule")], env)
         supervisor.start("web", [venv_bin("uvicorn"), "flywheel.asgi:application", "--host", HOST,
-                                 "--port", str(PORT)], env)
+                                 "--port", str(PORT), "--timeout-graceful-shutdown", "5"], env)
 
         url = f"http://{HOST}:{PORT}/"
         health = wait_for_health(url + "healthz")
