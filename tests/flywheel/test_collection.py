@@ -158,9 +158,17 @@ def test_schema_line_clarifies_before_the_confirmation_and_the_spec_answers(phon
 def test_schema_line_holds_a_question_for_a_person(phones, farm_settings, client_as):
     import threading
 
+    from django.db import connection
+
     schema_query("schema-ask", None)
     run = launch_run("schema", {"tags": ["schema-ask"]}, config={"phones": 1, "clarify_wait_s": 60}, dispatch=False)
-    driver = threading.Thread(target=drive_host, args=(run.pk, farm_settings.address, 1))
+    def drive():
+        try:
+            drive_host(run.pk, farm_settings.address, 1)
+        finally:
+            connection.close()  # this thread's own database connection
+
+    driver = threading.Thread(target=drive)
     driver.start()
     client = client_as("manager")
     deadline = __import__("time").monotonic() + 60

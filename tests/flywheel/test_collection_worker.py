@@ -97,9 +97,14 @@ def test_a_phone_that_drops_is_quarantined_and_its_query_goes_to_another(farm_se
     import threading
 
     def drop_when_started():
-        wait_for(lambda: Trajectory.objects.filter(run=run, device=first, steps__index__gte=1).exists(),
-                 what="the first phone to start")
-        farm_control(farm_settings, f"host:sim-disconnect:{first.serial}")
+        from django.db import connection
+
+        try:
+            wait_for(lambda: Trajectory.objects.filter(run=run, device=first, steps__index__gte=1).exists(),
+                     what="the first phone to start")
+            farm_control(farm_settings, f"host:sim-disconnect:{first.serial}")
+        finally:
+            connection.close()  # this thread's own database connection
 
     # Only the first phone is idle at first, so it takes the query; the second joins afterwards.
     Device.objects.filter(pk=second.pk).update(status="offline")
