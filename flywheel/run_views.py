@@ -72,9 +72,12 @@ def run_detail(request, run_id):
            .order_by("-created_at")[:40])
     questions = [s for s in Step.objects.filter(trajectory__run=run, edit__clarify_pending__isnull=False)
                  .select_related("trajectory__query") if not (s.edit or {}).get("clarify_answer")]
-    template = "flywheel/_run_live.html" if request.headers.get("HX-Request") else "flywheel/run_detail.html"
-    return render(request, template, {"run": run, "phones": phones, "log": log, "questions": questions,
-                                      "live": run.status in ("queued", "running")})
+    live = run.status in ("queued", "running")
+    context = {"run": run, "phones": phones, "log": log, "questions": questions, "live": live}
+    if request.headers.get("HX-Request"):
+        # 286 tells htmx to stop polling once the run is over.
+        return render(request, "flywheel/_run_live.html", context, status=200 if live else 286)
+    return render(request, "flywheel/run_detail.html", context)
 
 
 @role_required(MANAGER)

@@ -1,7 +1,7 @@
 """The real Redis channel layer and a real Celery worker process."""
 
 import pytest
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async as sync_to_async  # closes its DB connections
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 from django.contrib.auth.models import Group, User

@@ -1,7 +1,7 @@
 """Helpers for tests that open a phone's screen socket in-process (Channels' communicator)."""
 import json
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async as sync_to_async  # closes its DB connections
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 

@@ -3,7 +3,7 @@ import asyncio
 import io
 
 import pytest
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async as sync_to_async  # closes its DB connections
 from PIL import Image
 
 from devices.streaming import consumer as screen_consumer

@@ -25,6 +25,8 @@ def test_launch_from_the_form_then_watch_and_cancel(client_as, farm_settings):
     assert b"Step log" in live.content and b"<html" not in live.content
     client.post(f"/runs/{run.pk}/cancel/")
     assert CollectionRun.objects.get(pk=run.pk).status == "cancelled"
+    over = client.get(f"/runs/{run.pk}/", HTTP_HX_REQUEST="true")
+    assert over.status_code == 286 and b"Cancel run" not in over.content  # htmx stops polling
 
 
 def test_bad_launches_are_refused_with_a_reason(client_as):
