@@ -1,7 +1,7 @@
 """The real Redis channel layer and a real Celery worker process."""
 
 import pytest
-from channels.db import database_sync_to_async as sync_to_async  # closes its DB connections
+from channels.db import database_sync_to_async  # closes the DB connections it opens
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 from django.contrib.auth.models import Group, User
@@ -39,16 +39,16 @@ async def test_dashboard_websocket_checks_roles_and_relays_events():
     _, connected, code = await connect()
     assert not connected and code == 4401
 
-    annotator = await sync_to_async(make_user)("annotator")
-    _, connected, code = await connect(await sync_to_async(session_cookie_for)(annotator))
+    annotator = await database_sync_to_async(make_user)("annotator")
+    _, connected, code = await connect(await database_sync_to_async(session_cookie_for)(annotator))
     assert not connected and code == 4403
 
-    manager = await sync_to_async(make_user)("manager")
-    communicator, connected, _ = await connect(await sync_to_async(session_cookie_for)(manager))
+    manager = await database_sync_to_async(make_user)("manager")
+    communicator, connected, _ = await connect(await database_sync_to_async(session_cookie_for)(manager))
     assert connected
     assert (await communicator.receive_json_from(timeout=5))["type"] == "hello"
     # Sent from synchronous code, through Redis, to the open socket.
-    await sync_to_async(notify_dashboard)({"pool": "sft", "size": 3})
+    await database_sync_to_async(notify_dashboard)({"pool": "sft", "size": 3})
     message = await communicator.receive_json_from(timeout=5)
     assert message == {"type": "event", "event": {"pool": "sft", "size": 3}}
     await communicator.disconnect()

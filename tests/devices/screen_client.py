@@ -1,7 +1,7 @@
 """Helpers for tests that open a phone's screen socket in-process (Channels' communicator)."""
 import json
 
-from channels.db import database_sync_to_async as sync_to_async  # closes its DB connections
+from channels.db import database_sync_to_async  # closes the DB connections it opens
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
@@ -21,7 +21,7 @@ async def open_screen(device_id, user=None):
     """(communicator, connected, close code); a hello message waits when connected."""
     headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
     if user is not None:
-        headers.append((b"cookie", (await sync_to_async(session_cookie_for)(user)).encode()))
+        headers.append((b"cookie", (await database_sync_to_async(session_cookie_for)(user)).encode()))
     communicator = WebsocketCommunicator(application, f"/ws/devices/{device_id}/screen/", headers=headers)
     connected, code = await communicator.connect(timeout=10)
     return communicator, connected, code

@@ -3,7 +3,7 @@ import asyncio
 import io
 
 import pytest
-from channels.db import database_sync_to_async as sync_to_async  # closes its DB connections
+from channels.db import database_sync_to_async  # closes the DB connections it opens
 from PIL import Image
 
 from devices.streaming import consumer as screen_consumer
@@ -36,14 +36,14 @@ async def test_roles_decide_who_may_watch(screen_phones, role_users):
     await communicator.disconnect()
     from devices import leases
 
-    lease = await sync_to_async(leases.acquire)(device, holder="semi-auto:trajectory:1",
+    lease = await database_sync_to_async(leases.acquire)(device, holder="semi-auto:trajectory:1",
                                                 user=role_users["annotator"])
     communicator, hello = await watch(device, role_users["annotator"])
     assert hello["can_control"] is False
     frame = await receive_frame(communicator)
     assert frame is not None
     await communicator.disconnect()
-    await sync_to_async(leases.release)(lease)
+    await database_sync_to_async(leases.release)(lease)
 
 
 async def test_an_unknown_phone_gets_a_clear_error_and_close(screen_phones, role_users):
@@ -102,7 +102,7 @@ async def test_a_hidden_page_pauses_its_stream(screen_phones, role_users):
 async def test_only_the_admin_holding_the_lease_controls_the_phone(screen_phones, role_users):
     device = screen_phones[1]
     phone = connection(device)
-    x, y = await sync_to_async(element_center)(phone, "Chatter")
+    x, y = await database_sync_to_async(element_center)(phone, "Chatter")
     for role in ("manager", "admin"):  # watching is not controlling
         communicator, _ = await watch(device, role_users[role], 270, 600)
         header, _ = await receive_frame(communicator)
@@ -112,9 +112,9 @@ async def test_only_the_admin_holding_the_lease_controls_the_phone(screen_phones
         assert result["ok"] is False and result["error"] == "no_lease", result
         assert "take the lease" in result["reason"]
         await communicator.disconnect()
-    assert (await sync_to_async(phone.foreground)())["package"].endswith("launcher")
+    assert (await database_sync_to_async(phone.foreground)())["package"].endswith("launcher")
 
-    await sync_to_async(control.take_control)(device, role_users["admin"])
+    await database_sync_to_async(control.take_control)(device, role_users["admin"])
     communicator, hello = await watch(device, role_users["admin"], 270, 600)
     assert hello["can_control"] is True
     header, before = await receive_frame(communicator)
@@ -123,7 +123,7 @@ async def test_only_the_admin_holding_the_lease_controls_the_phone(screen_phones
     result = await receive_json(communicator, "input_result")
     assert result["ok"] is True, result
     assert result["action"] == {"action": "click", "point": [x, y]}  # scaled by that frame's size
-    assert not (await sync_to_async(phone.foreground)())["package"].endswith("launcher")
+    assert not (await database_sync_to_async(phone.foreground)())["package"].endswith("launcher")
     while True:  # a new picture follows
         _, after = await receive_frame(communicator)
         if after != before:
@@ -137,7 +137,7 @@ async def test_input_aimed_at_a_stale_frame_is_refused(screen_phones, role_users
     monkeypatch.setattr(screen_consumer, "STALE_INPUT_SECONDS", 0.3)
     device = screen_phones[2]
     phone = connection(device)
-    await sync_to_async(control.take_control)(device, role_users["admin"])
+    await database_sync_to_async(control.take_control)(device, role_users["admin"])
     communicator, _ = await watch(device, role_users["admin"], 270, 600)
     old, _ = await receive_frame(communicator)
     tap = {"type": "input", "action": "tap", "x": 10, "y": 10}
@@ -152,8 +152,8 @@ async def test_input_aimed_at_a_stale_frame_is_refused(screen_phones, role_users
     assert result["error"] == "bad_message" and f"{old['width']}x{old['height']}" in result["reason"]
 
     # The screen changes (an app opens) and the old frame ages: a tap aimed at it is refused...
-    x, y = await sync_to_async(element_center)(phone, "Chatter")
-    await sync_to_async(phone.shell)(f"input tap {x} {y}")
+    x, y = await database_sync_to_async(element_center)(phone, "Chatter")
+    await database_sync_to_async(phone.shell)(f"input tap {x} {y}")
     while True:
         newest, jpeg = await receive_frame(communicator)
         if jpeg and newest["seq"] > old["seq"]:
@@ -201,11 +201,11 @@ async def test_malformed_messages_get_clear_errors_and_the_socket_keeps_working(
 
 async def test_a_vanished_phone_is_reported_and_others_keep_streaming(screen_phones, role_users):
     gone, other = screen_phones[0], screen_phones[1]
-    await sync_to_async(control.take_control)(gone, role_users["admin"])
+    await database_sync_to_async(control.take_control)(gone, role_users["admin"])
     watcher, _ = await watch(gone, role_users["admin"])
     bystander, _ = await watch(other, role_users["manager"])
     await receive_frame(watcher, with_pixels=False)
-    await sync_to_async(farm_control)(gone, "host:sim-disconnect")
+    await database_sync_to_async(farm_control)(gone, "host:sim-disconnect")
     try:
         message = await receive_json(watcher, "phone_unavailable")
         assert gone.serial in message["message"]
@@ -215,10 +215,10 @@ async def test_a_vanished_phone_is_reported_and_others_keep_streaming(screen_pho
         for _ in range(3):  # the other phone's viewer is not affected
             await receive_frame(bystander, with_pixels=False)
     finally:
-        await sync_to_async(farm_control)(gone, "host:sim-connect")
+        await database_sync_to_async(farm_control)(gone, "host:sim-connect")
     await receive_json(watcher, "phone_back", timeout=15)
     header, _ = await receive_frame(watcher, with_pixels=False)
-    lease = await sync_to_async(control.controller_lease)(gone, role_users["admin"])
+    lease = await database_sync_to_async(control.controller_lease)(gone, role_users["admin"])
     assert lease is not None, "the lease survives a phone that comes and goes"
     await watcher.disconnect()
     await bystander.disconnect()
