@@ -156,6 +156,11 @@ def browser(monkeypatch):
             args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"])
         yield instance
+        # Database connections opened while Playwright's loop ran belong to that context: close
+        # them here, or the test database cannot be dropped at the end of the run.
+        from django.db import connections
+
+        connections.close_all()
         instance.close()
 
 
