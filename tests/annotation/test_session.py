@@ -28,6 +28,15 @@ def execute(client, trajectory, step, action=None, cot=None, by_hand=False):
     return client.post(f"/session/{trajectory.pk}/execute/", json.dumps(body), content_type="application/json")
 
 
+
+def open_session(client_as, role_users, farm_devices, import_task, key="settings-dark-theme-l1"):
+    """The annotator takes the next query (a farm task) and is given a session on a phone."""
+    farm_devices()
+    import_task(key)
+    client = client_as("annotator")
+    take_next(client)
+    return client, session_of(role_users["annotator"])
+
 def test_annotator_verifies_a_whole_task_into_the_sft_pool(client_as, role_users, farm_devices, import_task):
     farm_devices()
     query = import_task("settings-dark-theme-l1")
@@ -80,11 +89,7 @@ def test_annotator_verifies_a_whole_task_into_the_sft_pool(client_as, role_users
 
 
 def test_edits_are_measured_and_the_decision_follows_the_executed_action(client_as, role_users, farm_devices, import_task):
-    farm_devices()
-    import_task("settings-dark-theme-l1")
-    client = client_as("annotator")
-    take_next(client)
-    trajectory = session_of(role_users["annotator"])
+    client, trajectory = open_session(client_as, role_users, farm_devices, import_task)
     client.get(f"/session/{trajectory.pk}/")
     execute(client, trajectory, pending(trajectory))                # open, accepted
     client.get(f"/session/{trajectory.pk}/")
@@ -132,11 +137,7 @@ def test_not_executable_sends_the_query_back_to_review(client_as, role_users, fa
 
 
 def test_pause_frees_the_phone_and_resume_takes_it_back(client_as, role_users, farm_devices, import_task):
-    farm_devices()
-    import_task("settings-dark-theme-l1")
-    client = client_as("annotator")
-    take_next(client)
-    trajectory = session_of(role_users["annotator"])
+    client, trajectory = open_session(client_as, role_users, farm_devices, import_task)
     assert client.post(f"/session/{trajectory.pk}/heartbeat/").json() == {"lease": True, "status": "running"}
     client.post(f"/session/{trajectory.pk}/pause/")
     trajectory.refresh_from_db()
@@ -155,11 +156,7 @@ def test_pause_frees_the_phone_and_resume_takes_it_back(client_as, role_users, f
 
 
 def test_a_gate_failure_is_shown_for_fixing_not_accepted(client_as, role_users, farm_devices, import_task):
-    farm_devices()
-    import_task("settings-dark-theme-l1")
-    client = client_as("annotator")
-    take_next(client)
-    trajectory = session_of(role_users["annotator"])
+    client, trajectory = open_session(client_as, role_users, farm_devices, import_task)
     client.get(f"/session/{trajectory.pk}/")
     step = pending(trajectory)
     bad_cot = {**step.cot, "Observation": "A \"Checkout\" page", "Memory": "the order number is 4711"}
@@ -264,11 +261,7 @@ def test_the_safety_audit_blocks_and_the_step_waits(client_as, role_users, farm_
 def test_an_expired_lease_is_taken_again_when_the_page_is_opened(client_as, role_users, farm_devices, import_task):
     from devices.leases import expire_stale_leases
 
-    farm_devices()
-    import_task("settings-dark-theme-l1")
-    client = client_as("annotator")
-    take_next(client)
-    trajectory = session_of(role_users["annotator"])
+    client, trajectory = open_session(client_as, role_users, farm_devices, import_task)
     client.get(f"/session/{trajectory.pk}/")
     Lease.objects.filter(holder=f"semi-auto:trajectory:{trajectory.pk}").update(expires_at="2000-01-01T00:00:00Z")
     assert expire_stale_leases() == 1                          # beat frees the phone of a silent page
@@ -283,11 +276,7 @@ def test_an_expired_lease_is_taken_again_when_the_page_is_opened(client_as, role
 def test_a_step_runs_once_even_if_confirmed_twice(client_as, role_users, farm_devices, import_task):
     from django.utils import timezone
 
-    farm_devices()
-    import_task("settings-dark-theme-l1")
-    client = client_as("annotator")
-    take_next(client)
-    trajectory = session_of(role_users["annotator"])
+    client, trajectory = open_session(client_as, role_users, farm_devices, import_task)
     client.get(f"/session/{trajectory.pk}/")
     step = pending(trajectory)
     Step.objects.filter(pk=step.pk).update(executing_since=timezone.now())   # another request holds it
