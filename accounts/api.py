@@ -1,7 +1,7 @@
 """DRF glue shared by every package's API: role-checked viewsets built from a model."""
 from rest_framework import serializers, viewsets
 
-from .roles import ROLES
+from accounts.roles import ROLES
 
 
 def model_serializer(model, fields="__all__", read_only=()):

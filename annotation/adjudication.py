@@ -9,9 +9,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from flywheel.evaluation.routing import route_trajectory
-from flywheel.htsc import route_adjudication
-from flywheel.models import Adjudication, Trajectory
+from flywheel.evaluation.destinations import route_trajectory
+from flywheel.models import Adjudication, Destination, Outcome, Trajectory
+from flywheel.rules.htsc import route_adjudication
 
 CLAIM_TTL = timedelta(minutes=10)
 
@@ -22,7 +22,7 @@ class ClaimRefused(Exception):
 
 def waiting_for_adjudication():
     """Undetermined trajectories no one has decided, oldest first."""
-    return (Trajectory.objects.filter(destination="adjudication", verdict="undetermined")
+    return (Trajectory.objects.filter(destination=Destination.ADJUDICATION, verdict=Outcome.UNDETERMINED)
             .exclude(adjudications__decision__gt="").order_by("finished_at", "pk"))
 
 
@@ -34,7 +34,7 @@ def claim(trajectory_id, user):
     """Lock the trajectory for `user` (or extend their lock); refuse if someone else holds it."""
     with transaction.atomic():
         trajectory = Trajectory.objects.select_for_update().get(pk=trajectory_id)
-        if trajectory.destination != "adjudication":
+        if trajectory.destination != Destination.ADJUDICATION:
             raise ClaimRefused("this trajectory is no longer waiting for adjudication")
         current = open_claim(trajectory)
         if current and current.adjudicator_id != user.pk:

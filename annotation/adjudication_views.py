@@ -7,11 +7,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.roles import ADJUDICATOR, role_required
+from annotation import adjudication
 from devices.uitree import node_at, parse_hierarchy
 from flywheel.blobs import read_blob
-from flywheel.models import Trajectory
-
-from . import adjudication
+from flywheel.models import Destination, Trajectory
 
 
 def _png_size(name):
@@ -66,7 +65,7 @@ def adjudicate_next(request):
 @role_required(ADJUDICATOR)
 def adjudicate(request, trajectory_id):
     trajectory = get_object_or_404(Trajectory.objects.select_related("query", "device"), pk=trajectory_id)
-    if trajectory.destination != "adjudication":
+    if trajectory.destination != Destination.ADJUDICATION:
         raise Http404("This trajectory is not waiting for adjudication.")
     try:
         claim = adjudication.claim(trajectory.pk, request.user)

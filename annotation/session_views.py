@@ -1,6 +1,6 @@
 """The semi-automatic session page (§2.3.2): a person verifies, step by step, what a policy proposes.
 
-The engine is flywheel/semi_auto.py; these views only take requests, check who may act, and
+The engine is flywheel/collection/semi_auto.py; these views only take requests, check who may act, and
 answer pages or JSON. Drawing, dragging and keyboard shortcuts live in static/js/session.js.
 """
 import json
@@ -13,10 +13,10 @@ from django.views.decorators.http import require_POST
 
 from accounts.roles import ADMIN, ANNOTATOR, has_role, role_required
 from devices.actions import ACTIONS, SYSTEM_BUTTONS, TERMINATE_STATUSES
-from flywheel import semi_auto
-from flywheel.agent_protocol import TAGS
-from flywheel.models import ModelVersion, Query, Trajectory
-from flywheel.semi_auto import SessionError
+from flywheel.collection import semi_auto
+from flywheel.collection.semi_auto import SessionError
+from flywheel.models import Line, ModelVersion, Query, Trajectory
+from flywheel.policies.protocol import TAGS
 
 LEFT_THE_PAGE = "left the page"
 SHORTCUTS = [
@@ -32,7 +32,7 @@ SHORTCUTS = [
 
 def _own_trajectory(request, pk):
     trajectory = get_object_or_404(Trajectory.objects.select_related("query", "device", "model_version"),
-                                   pk=pk, line="semi_auto")
+                                   pk=pk, line=Line.SEMI_AUTO)
     if trajectory.annotator_id != request.user.pk and not has_role(request.user, ADMIN):
         raise PermissionDenied("This session belongs to another annotator.")
     return trajectory
@@ -46,10 +46,10 @@ def take_next(request):
     if request.POST.get("model_version"):
         version = get_object_or_404(ModelVersion, pk=request.POST["model_version"])
     if request.POST.get("query"):
-        query = get_object_or_404(Query, pk=request.POST["query"], status="ready")
+        query = get_object_or_404(Query, pk=request.POST["query"], status=Query.Status.READY)
         if query.assignee_id not in (None, request.user.pk):
             raise PermissionDenied("That query is assigned to someone else.")
-        if not Query.objects.filter(pk=query.pk, status="ready").update(status="in_progress", assignee=request.user):
+        if not Query.objects.filter(pk=query.pk, status=Query.Status.READY).update(status=Query.Status.IN_PROGRESS, assignee=request.user):
             messages.error(request, "Someone took that query first.")
             return redirect("my-queue")
     else:
@@ -69,13 +69,13 @@ def take_next(request):
 def session(request, pk):
     trajectory = _own_trajectory(request, pk)
     error, step = "", None
-    lease_lost = trajectory.status == "running" and semi_auto.live_lease(trajectory) is None
-    if lease_lost or (trajectory.status == "paused" and trajectory.stop_reason == LEFT_THE_PAGE):
+    lease_lost = trajectory.status == Trajectory.Status.RUNNING and semi_auto.live_lease(trajectory) is None
+    if lease_lost or (trajectory.status == Trajectory.Status.PAUSED and trajectory.stop_reason == LEFT_THE_PAGE):
         try:  # coming back to the page (or after the lease expired) picks the session up again
             semi_auto.resume(trajectory)
         except SessionError as problem:
             error = str(problem)
-    if trajectory.status == "running":
+    if trajectory.status == Trajectory.Status.RUNNING:
         try:
             step = semi_auto.prepare_step(trajectory)
         except SessionError as problem:
@@ -93,7 +93,7 @@ def session(request, pk):
         "urls": {name: f"/session/{trajectory.pk}/{name}/" for name in
                  ("execute", "heartbeat", "pause", "resume", "leave", "not-executable")},
         "actions": list(ACTIONS), "buttons": list(SYSTEM_BUTTONS), "statuses": list(TERMINATE_STATUSES),
-        "running": trajectory.status == "running",
+        "running": trajectory.status == Trajectory.Status.RUNNING,
     }
     return render(request, "annotation/session.html", {
         "trajectory": trajectory, "step": step, "done": done, "error": error, "page": page,
@@ -130,7 +130,8 @@ def execute(request, pk):
         return JsonResponse({"ok": False, "error": "this step is no longer the one awaiting verification; reload"},
                             status=409)
     try:
-        outcome = semi_auto.execute_step(step, body["action"], body.get("cot") or {}, by_hand=bool(body.get("by_hand")))
+        outcome = semi_auto.execute_step(step, body["action"], body.get("cot") or {}, by_hand=bool(body.get("by_hand")),
+                                         reply=str(body.get("reply") or ""))
     except SessionError as error:
         return JsonResponse({"ok": False, "error": str(error)}, status=409)
     trajectory.refresh_from_db()
@@ -142,7 +143,7 @@ def execute(request, pk):
 @require_POST
 def heartbeat(request, pk):
     trajectory = _own_trajectory(request, pk)
-    alive = trajectory.status == "running" and semi_auto.keep_alive(trajectory)
+    alive = trajectory.status == Trajectory.Status.RUNNING and semi_auto.keep_alive(trajectory)
     return JsonResponse({"lease": alive, "status": trajectory.status})
 
 
@@ -158,7 +159,7 @@ def pause(request, pk):
 def leave(request, pk):
     """The page is closing (sendBeacon): free the phone now instead of waiting for expiry."""
     trajectory = _own_trajectory(request, pk)
-    if trajectory.status == "running":
+    if trajectory.status == Trajectory.Status.RUNNING:
         semi_auto.pause(trajectory, reason=LEFT_THE_PAGE)
     return JsonResponse({"status": trajectory.status})
 
@@ -190,7 +191,7 @@ def not_executable(request, pk):
 @require_POST
 def fix_reasoning(request, pk):
     trajectory = _own_trajectory(request, pk)
-    if trajectory.status != "completed":
+    if trajectory.status != Trajectory.Status.COMPLETED:
         raise PermissionDenied("Only a completed trajectory's reasoning is fixed here.")
     index = int(request.POST.get("step", -1))
     issues = semi_auto.fix_reasoning(trajectory, index, {tag: request.POST.get(tag, "") for tag in TAGS

@@ -1,16 +1,23 @@
-"""Routes of the semi-automatic session (the queue and adjudication routes are in flywheel/urls.py)."""
+"""Every human work queue: the annotator's queue and session, the adjudication queue."""
 from django.urls import path
 
-from . import session_views as views
+from annotation import adjudication_views, session_views, views
 
 urlpatterns = [
-    path("queue/take-next/", views.take_next, name="take-next"),
-    path("session/<int:pk>/", views.session, name="session"),
-    path("session/<int:pk>/execute/", views.execute, name="session-execute"),
-    path("session/<int:pk>/heartbeat/", views.heartbeat, name="session-heartbeat"),
-    path("session/<int:pk>/pause/", views.pause, name="session-pause"),
-    path("session/<int:pk>/resume/", views.resume, name="session-resume"),
-    path("session/<int:pk>/leave/", views.leave, name="session-leave"),
-    path("session/<int:pk>/not-executable/", views.not_executable, name="session-not-executable"),
-    path("session/<int:pk>/fix/", views.fix_reasoning, name="session-fix"),
+    path("queue/", views.my_queue, name="my-queue"),
+    path("queue/take-next/", session_views.take_next, name="take-next"),
+    path("session/<int:pk>/", session_views.session, name="session"),
+    path("session/<int:pk>/execute/", session_views.execute, name="session-execute"),
+    path("session/<int:pk>/heartbeat/", session_views.heartbeat, name="session-heartbeat"),
+    path("session/<int:pk>/pause/", session_views.pause, name="session-pause"),
+    path("session/<int:pk>/resume/", session_views.resume, name="session-resume"),
+    path("session/<int:pk>/leave/", session_views.leave, name="session-leave"),
+    path("session/<int:pk>/not-executable/", session_views.not_executable, name="session-not-executable"),
+    path("session/<int:pk>/fix/", session_views.fix_reasoning, name="session-fix"),
+    path("adjudication/", adjudication_views.adjudication_queue, name="adjudication-queue"),
+    path("adjudication/next/", adjudication_views.adjudicate_next, name="adjudicate-next"),
+    path("adjudication/<int:trajectory_id>/", adjudication_views.adjudicate, name="adjudicate"),
+    path("adjudication/<int:trajectory_id>/decide/", adjudication_views.decide, name="adjudicate-decide"),
+    path("adjudication/<int:trajectory_id>/release/", adjudication_views.release_claim,
+         name="adjudicate-release"),
 ]

@@ -2,16 +2,16 @@
 from django.shortcuts import render
 
 from accounts.roles import ANNOTATOR, role_required
+from flywheel.collection.semi_auto import default_policy_version
 from flywheel.models import ModelVersion, Query, Trajectory
-from flywheel.semi_auto import default_policy_version
 
 
 @role_required(ANNOTATOR)
 def my_queue(request):
-    assigned = Query.objects.filter(assignee=request.user, status__in=["ready", "in_progress"])
-    open_pool = Query.objects.filter(assignee__isnull=True, status="ready")
+    assigned = Query.objects.filter(assignee=request.user, status__in=[Query.Status.READY, Query.Status.IN_PROGRESS])
+    open_pool = Query.objects.filter(assignee__isnull=True, status=Query.Status.READY)
     in_progress = Trajectory.objects.filter(
-        annotator=request.user, status__in=["running", "paused"]).select_related("query")
+        annotator=request.user, status__in=[Trajectory.Status.RUNNING, Trajectory.Status.PAUSED]).select_related("query")
     return render(request, "annotation/my_queue.html", {
         "assigned": assigned.prefetch_related("app_links__app")[:100],
         "open_count": open_pool.count(),

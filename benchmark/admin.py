@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Benchmark, EvalRun
+from benchmark.models import Benchmark, EvalRun
 
 admin.site.register(Benchmark)
 admin.site.register(EvalRun)

@@ -1,7 +1,6 @@
 from accounts.api import role_viewset
 from accounts.roles import ADMIN, MANAGER
-
-from .models import Benchmark, EvalRun
+from benchmark.models import Benchmark, EvalRun
 
 BenchmarkViewSet = role_viewset(Benchmark, read_roles=(MANAGER,), write_roles=(MANAGER, ADMIN))
 EvalRunViewSet = role_viewset(EvalRun, read_roles=(MANAGER,), write_roles=(MANAGER, ADMIN),

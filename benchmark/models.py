@@ -22,13 +22,18 @@ class Benchmark(models.Model):
 
 
 class EvalRun(models.Model):
-    STATUSES = [("queued", "Queued"), ("running", "Running"), ("done", "Done"), ("failed", "Failed"),
-                ("cancelled", "Cancelled")]
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
     benchmark = models.ForeignKey(Benchmark, on_delete=models.PROTECT, related_name="eval_runs")
     model_version = models.ForeignKey("flywheel.ModelVersion", on_delete=models.PROTECT,
                                       related_name="eval_runs")
     config = models.JSONField(default=dict, blank=True, help_text="pinned evaluation config")
-    status = models.CharField(max_length=10, choices=STATUSES, default="queued")
+    status = models.CharField(max_length=10, choices=Status, default="queued")
     trajectories = models.ManyToManyField("flywheel.Trajectory", related_name="eval_runs", blank=True)
     scores = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,

@@ -32,6 +32,9 @@ from numbers import Real
 TAP_ACTIONS = ("click", "double_click", "type", "system_button")
 GESTURE_ACTIONS = ("swipe", "drag", "long_press")
 COMPOSITE_ACTIONS = ("open", "set_scroll_widget", "take_notes")
+# What the executor adds to an action to record how it ran (open → the package it resolved to);
+# not part of what a model emits, so validation of a recorded action leaves them out.
+RESOLVED_FIELDS = ("package",)
 CONTROL_ACTIONS = ("wait", "terminate", "clarify", "call_user")
 ACTIONS = TAP_ACTIONS + GESTURE_ACTIONS + COMPOSITE_ACTIONS + CONTROL_ACTIONS
 # Actions that change what is on the screen: each passes the safety audit first.

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import AuditEvent, Device, Lease, SafetyRule, WorkItem
+from devices.models import AuditEvent, Device, Lease, SafetyRule, WorkItem
 
 
 @admin.register(Device)

@@ -68,7 +68,7 @@ def _normalize(text: str) -> str:
 
 
 def _words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[0-9a-z\u4e00-\u9fff][0-9a-z\u4e00-\u9fff'-]*", text.lower())} - _FILLER
+    return set(re.findall(r"[0-9a-z\u4e00-\u9fff][0-9a-z\u4e00-\u9fff'-]*", text.lower())) - _FILLER
 
 
 def installed_packages(phone) -> list[str]:

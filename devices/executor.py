@@ -15,9 +15,10 @@ from dataclasses import asdict, dataclass, field
 
 from devices import touch
 from devices.actions import SCREEN_ACTIONS, SYSTEM_BUTTONS, ActionError, normalize_action
-from devices.audit import AuditDecision, audit_and_record, record_block, secrets_in
+from devices.audit import AuditDecision, audit_and_record, record_block
 from devices.composite import CompositeError, open_app, set_scroll_widget
 from devices.phone import PhoneUnavailable
+from devices.sensitive_text import secrets_in
 
 TEXT_CHUNK = 200                 # characters per `input text` call
 FOCUS_SETTLE_S = 0.15            # after tapping a field, before typing into it

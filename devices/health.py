@@ -4,10 +4,10 @@ import logging
 from django.db.models import F
 from django.utils import timezone
 
-from .leases import current_lease, release
-from .models import Device, Lease
-from .phone import PhoneConnection, PhoneUnavailable
-from .scheduling import requeue_work_of
+from devices.leases import current_lease, release
+from devices.models import Device, Lease
+from devices.phone import PhoneConnection, PhoneUnavailable
+from devices.scheduling import requeue_work_of
 
 log = logging.getLogger(__name__)
 QUARANTINE_AFTER_FAILURES = 3
@@ -31,25 +31,25 @@ def record_failure(device, error):
     device.refresh_from_db()
     device.health = {"ok": False, "error": str(error), "checked_at": timezone.now().isoformat(),
                      "quarantined_by": device.health.get("quarantined_by", "")}
-    if device.consecutive_failures >= QUARANTINE_AFTER_FAILURES and device.status != "quarantined":
+    if device.consecutive_failures >= QUARANTINE_AFTER_FAILURES and device.status != Device.Status.QUARANTINED:
         quarantine(device, by=AUTO, reason=f"{device.consecutive_failures} failed checks: {error}")
         return device
-    if device.status in ("idle", "leased", "offline"):
-        device.status = "unhealthy"
+    if device.status in (Device.Status.IDLE, Device.Status.LEASED, Device.Status.OFFLINE):
+        device.status = Device.Status.UNHEALTHY
     device.save(update_fields=["health", "status"])
     return device
 
 
 def record_success(device, details):
     """A passing check re-admits phones that failed earlier (not ones an admin quarantined)."""
-    manual_quarantine = (device.status == "quarantined"
+    manual_quarantine = (device.status == Device.Status.QUARANTINED
                          and device.health.get("quarantined_by", AUTO) != AUTO)
     device.consecutive_failures = 0
     device.last_seen = timezone.now()
     device.health = {"ok": True, "checked_at": device.last_seen.isoformat(), **details,
                      "quarantined_by": device.health.get("quarantined_by", "") if manual_quarantine else ""}
-    if device.status in ("offline", "unhealthy") or (device.status == "quarantined" and not manual_quarantine):
-        device.status = "leased" if current_lease(device) else "idle"
+    if device.status in (Device.Status.OFFLINE, Device.Status.UNHEALTHY) or (device.status == Device.Status.QUARANTINED and not manual_quarantine):
+        device.status = Device.Status.LEASED if current_lease(device) else "idle"
     device.save(update_fields=["consecutive_failures", "last_seen", "health", "status"])
     return device
 
@@ -65,13 +65,13 @@ def check_device(device):
 
 def quarantine(device, by, reason):
     """Take a phone out of service: its lease ends and its unfinished work goes to spares."""
-    device.status = "quarantined"
+    device.status = Device.Status.QUARANTINED
     device.health = {**device.health, "quarantined_by": by, "quarantine_reason": reason,
                      "quarantined_at": timezone.now().isoformat()}
     device.save(update_fields=["status", "health"])
     for lease in Lease.objects.filter(device=device, released_at__isnull=True):
         release(lease)
-    Device.objects.filter(pk=device.pk).update(status="quarantined")  # release() may have set idle
+    Device.objects.filter(pk=device.pk).update(status=Device.Status.QUARANTINED)  # release() may have set idle
     moved = requeue_work_of(device, f"re-queued: {device.serial} quarantined ({reason})")
     log.warning("quarantined %s (%s); %d work item(s) re-queued", device, reason, moved)
     return moved
@@ -86,7 +86,7 @@ def readmit(device):
 
 def check_all():
     summary = {"ok": 0, "failed": 0}
-    for device in Device.objects.exclude(status="offline"):
+    for device in Device.objects.exclude(status=Device.Status.OFFLINE):
         result = check_device(device)
         summary["ok" if result.health.get("ok") else "failed"] += 1
     return summary

@@ -8,7 +8,8 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from .models import Device, Lease
+from devices.models import Device, Lease
+from devices.signals import lease_changed
 
 DEFAULT_TTL = timedelta(seconds=60)
 LEASABLE = ("idle", "leased")
@@ -18,15 +19,23 @@ class LeaseRefused(Exception):
     pass
 
 
+def _announce(device_id, holder, change):
+    """Tell listeners (live screens, the dashboard) once the change is committed."""
+    transaction.on_commit(lambda: lease_changed.send(sender=Lease, device_id=device_id, holder=holder,
+                                                     change=change))
+
+
 def expire_stale_leases(device=None):
     """Release every open lease past its expiry (beat runs this; acquire does it per phone)."""
     now = timezone.now()
     stale = Lease.objects.filter(released_at__isnull=True, expires_at__lte=now)
     if device is not None:
         stale = stale.filter(device=device)
-    device_ids = list(stale.values_list("device_id", flat=True))
+    expired = list(stale.values_list("device_id", "holder"))
     count = stale.update(released_at=now)
-    Device.objects.filter(id__in=device_ids, status="leased").update(status="idle")
+    Device.objects.filter(id__in=[device_id for device_id, _ in expired], status=Device.Status.LEASED).update(status=Device.Status.IDLE)
+    for device_id, holder in expired:
+        _announce(device_id, holder, "expired")
     return count
 
 
@@ -40,7 +49,10 @@ def acquire(device, holder, user=None, ttl=DEFAULT_TTL, purpose="", force=False)
     expire_stale_leases(device)
     now = timezone.now()
     if force:
-        Lease.objects.filter(device=device, released_at__isnull=True).update(released_at=now)
+        taken_from = Lease.objects.filter(device=device, released_at__isnull=True)
+        for previous_holder in list(taken_from.values_list("holder", flat=True)):
+            _announce(device.pk, previous_holder, "released")
+        taken_from.update(released_at=now)
     try:
         with transaction.atomic():
             lease = Lease.objects.create(device=device, holder=holder, user=user, purpose=purpose,
@@ -48,7 +60,8 @@ def acquire(device, holder, user=None, ttl=DEFAULT_TTL, purpose="", force=False)
     except IntegrityError:
         current = Lease.objects.filter(device=device, released_at__isnull=True).first()
         raise LeaseRefused(f"{device.serial} is held by {current.holder if current else 'someone'}")
-    Device.objects.filter(pk=device.pk, status="idle").update(status="leased")
+    Device.objects.filter(pk=device.pk, status=Device.Status.IDLE).update(status=Device.Status.LEASED)
+    _announce(device.pk, holder, "acquired")
     return lease
 
 
@@ -66,7 +79,8 @@ def release(lease):
     now = timezone.now()
     released = Lease.objects.filter(pk=lease.pk, released_at__isnull=True).update(released_at=now)
     if released:
-        Device.objects.filter(pk=lease.device_id, status="leased").update(status="idle")
+        Device.objects.filter(pk=lease.device_id, status=Device.Status.LEASED).update(status=Device.Status.IDLE)
+        _announce(lease.device_id, lease.holder, "released")
     lease.released_at = lease.released_at or now
     return bool(released)
 

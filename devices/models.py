@@ -5,11 +5,18 @@ from django.utils import timezone
 
 
 class Device(models.Model):
-    STATUSES = [
-        ("idle", "Idle"), ("leased", "Leased"), ("offline", "Offline"),
-        ("unhealthy", "Unhealthy"), ("quarantined", "Quarantined"),
-    ]
-    RISK_LEVELS = [("low", "Low"), ("medium", "Medium"), ("high", "High")]
+    class Status(models.TextChoices):
+        IDLE = "idle", "Idle"
+        LEASED = "leased", "Leased"
+        OFFLINE = "offline", "Offline"
+        UNHEALTHY = "unhealthy", "Unhealthy"
+        QUARANTINED = "quarantined", "Quarantined"
+
+    class RiskLevel(models.TextChoices):
+        LOW = "low", "Low"
+        MEDIUM = "medium", "Medium"
+        HIGH = "high", "High"
+
     serial = models.CharField(max_length=100)
     adb_server = models.CharField(max_length=100, help_text="host:port of the ADB server")
     model = models.CharField(max_length=100, blank=True)
@@ -20,8 +27,8 @@ class Device(models.Model):
     accounts = models.JSONField(default=list, blank=True)
     battery = models.PositiveSmallIntegerField(null=True, blank=True)
     network = models.JSONField(default=dict, blank=True)
-    risk_level = models.CharField(max_length=6, choices=RISK_LEVELS, default="low")
-    status = models.CharField(max_length=12, choices=STATUSES, default="idle", db_index=True)
+    risk_level = models.CharField(max_length=6, choices=RiskLevel, default="low")
+    status = models.CharField(max_length=12, choices=Status, default="idle", db_index=True)
     health = models.JSONField(default=dict, blank=True, help_text="last check and its findings")
     consecutive_failures = models.PositiveSmallIntegerField(default=0)
     last_seen = models.DateTimeField(null=True, blank=True)
@@ -75,14 +82,19 @@ class Lease(models.Model):
 class WorkItem(models.Model):
     """Work waiting for a phone. An idle phone pulls the next item its profile satisfies."""
 
-    STATUSES = [("queued", "Queued"), ("assigned", "Assigned"), ("done", "Done"),
-                ("failed", "Failed"), ("cancelled", "Cancelled")]
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        ASSIGNED = "assigned", "Assigned"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
     kind = models.CharField(max_length=40, help_text="what the holder will do, e.g. 'collect'")
     payload = models.JSONField(default=dict, blank=True, help_text="opaque to this layer")
     requirements = models.JSONField(default=dict, blank=True,
                                     help_text="apps, accounts, resolution class, device type")
     priority = models.IntegerField(default=0)
-    status = models.CharField(max_length=10, choices=STATUSES, default="queued", db_index=True)
+    status = models.CharField(max_length=10, choices=Status, default="queued", db_index=True)
     device = models.ForeignKey(Device, null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="work_items")
     preferred_device = models.ForeignKey(Device, null=True, blank=True, on_delete=models.SET_NULL,
@@ -103,11 +115,15 @@ class WorkItem(models.Model):
 class SafetyRule(models.Model):
     """A rule of the safety audit (§3.3.1). Rules are data: admins edit them in the admin."""
 
-    CATEGORIES = [("payment", "Payment"), ("privacy", "Private data"),
-                  ("irreversible", "Irreversible operation"), ("permission", "Sensitive permission"),
-                  ("prohibited", "Prohibited content")]
+    class Category(models.TextChoices):
+        PAYMENT = "payment", "Payment"
+        PRIVACY = "privacy", "Private data"
+        IRREVERSIBLE = "irreversible", "Irreversible operation"
+        PERMISSION = "permission", "Sensitive permission"
+        PROHIBITED = "prohibited", "Prohibited content"
+
     name = models.CharField(max_length=100, unique=True)
-    category = models.CharField(max_length=15, choices=CATEGORIES)
+    category = models.CharField(max_length=15, choices=Category)
     enabled = models.BooleanField(default=True)
     action_types = models.JSONField(default=list, blank=True,
                                     help_text="actions it applies to; empty = every screen-touching action")
@@ -139,3 +155,6 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"blocked {self.action.get('action', '?') if isinstance(self.action, dict) else '?'}: {self.reason}"

@@ -6,9 +6,9 @@ import adbutils
 from django.conf import settings
 from django.utils import timezone
 
-from .health import check_device
-from .models import Device
-from .phone import PhoneConnection, PhoneUnavailable, adb_client
+from devices.health import check_device
+from devices.models import Device
+from devices.phone import PhoneConnection, PhoneUnavailable, adb_client
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def register_phone(address, serial):
         setattr(record, name, value)
     record.last_seen = timezone.now()
     record.save()
-    if created or record.status in ("offline", "unhealthy"):
+    if created or record.status in (Device.Status.OFFLINE, Device.Status.UNHEALTHY):
         record = check_device(record)
     return record
 
@@ -71,7 +71,7 @@ def discover_devices(addresses=None):
             log.warning("ADB server %s unreachable: %s", address, error)
             summary["servers"][address] = {"ok": False, "error": str(error)}
         gone = Device.objects.filter(adb_server=address).exclude(serial__in=seen).exclude(
-            status__in=["offline", "quarantined"])
-        summary["offline"] += gone.update(status="offline")
+            status__in=[Device.Status.OFFLINE, Device.Status.QUARANTINED])
+        summary["offline"] += gone.update(status=Device.Status.OFFLINE)
         summary["seen"] += len(seen)
     return summary

@@ -7,7 +7,7 @@ A reset spec is JSON: {"force_stop": [pkgs] | "all", "clear": [pkgs], "home": tr
 """
 from __future__ import annotations
 
-from devices.anomalies import clear_anomalies
+from devices.anomaly_injection import clear_anomalies
 
 SPEC_KEYS = ("force_stop", "clear", "home", "clear_anomalies")
 

@@ -2,9 +2,9 @@
 from django.db.models import Q
 from django.utils import timezone
 
-from .leases import LeaseRefused, acquire, release
-from .models import Device, WorkItem
-from .profiles import satisfies
+from devices.leases import LeaseRefused, acquire, release
+from devices.models import Device, WorkItem
+from devices.profiles import satisfies
 
 
 def enqueue(kind, payload=None, requirements=None, priority=0, preferred_device=None):
@@ -14,8 +14,8 @@ def enqueue(kind, payload=None, requirements=None, priority=0, preferred_device=
 
 def _claim(item, device):
     """Atomically move a queued item to `device`; False when another phone got it first."""
-    return WorkItem.objects.filter(pk=item.pk, status="queued").update(
-        status="assigned", device=device, assigned_at=timezone.now(),
+    return WorkItem.objects.filter(pk=item.pk, status=WorkItem.Status.QUEUED).update(
+        status=WorkItem.Status.ASSIGNED, device=device, assigned_at=timezone.now(),
         attempts=item.attempts + 1) == 1
 
 
@@ -25,9 +25,9 @@ def pull_next(device, kinds=None, scan_limit=200):
     Items that prefer another phone are left for it while that phone is usable.
     """
     profile = device.readiness_profile
-    queued = WorkItem.objects.filter(status="queued").filter(
+    queued = WorkItem.objects.filter(status=WorkItem.Status.QUEUED).filter(
         Q(preferred_device__isnull=True) | Q(preferred_device=device)
-        | ~Q(preferred_device__status__in=["idle", "leased"]))
+        | ~Q(preferred_device__status__in=[Device.Status.IDLE, Device.Status.LEASED]))
     if kinds:
         queued = queued.filter(kind__in=kinds)
     for item in queued.order_by("-priority", "created_at")[:scan_limit]:
@@ -42,9 +42,9 @@ def pull_work_with_lease(holder, kinds=None, devices=None, user=None):
 
     Returns (lease, item) or (None, None). A worker calls this in its loop.
     """
-    candidates = devices if devices is not None else Device.objects.filter(status="idle")
+    candidates = devices if devices is not None else Device.objects.filter(status=Device.Status.IDLE)
     for device in candidates:
-        if not WorkItem.objects.filter(status="queued").exists():
+        if not WorkItem.objects.filter(status=WorkItem.Status.QUEUED).exists():
             return None, None
         try:
             lease = acquire(device, holder=holder, user=user, purpose="work")
@@ -59,10 +59,10 @@ def pull_work_with_lease(holder, kinds=None, devices=None, user=None):
 
 def finish(item, ok=True, note=""):
     WorkItem.objects.filter(pk=item.pk).update(
-        status="done" if ok else "failed", finished_at=timezone.now(), note=note)
+        status=WorkItem.Status.DONE if ok else "failed", finished_at=timezone.now(), note=note)
 
 
 def requeue_work_of(device, reason):
     """Spare rotation: a phone's unfinished work goes back to the queue for a matching spare."""
-    return WorkItem.objects.filter(device=device, status="assigned").update(
-        status="queued", device=None, note=reason)
+    return WorkItem.objects.filter(device=device, status=WorkItem.Status.ASSIGNED).update(
+        status=WorkItem.Status.QUEUED, device=None, note=reason)

@@ -1,7 +1,7 @@
 """Celery tasks of the phone layer (beat runs them; pages run them on demand)."""
 from celery import shared_task
 
-from . import health, leases, registry
+from devices import health, leases, registry
 
 
 @shared_task(name="devices.tasks.discover_devices")

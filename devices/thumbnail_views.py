@@ -8,9 +8,8 @@ from django.views.decorators.cache import never_cache
 from PIL import Image
 
 from accounts.roles import ADMIN, MANAGER, role_required
-
-from .models import Device
-from .phone import PhoneConnection, PhoneUnavailable
+from devices.models import Device
+from devices.phone import PhoneConnection, PhoneUnavailable
 
 THUMBNAIL_WIDTH = 180
 _recent: dict[int, tuple[float, bytes]] = {}   # device id → (taken at, JPEG); many viewers, one capture

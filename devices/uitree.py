@@ -30,7 +30,7 @@ class UiNode:
     password: bool = False
     enabled: bool = True
     depth: int = 0
-    children: list["UiNode"] = field(default_factory=list, repr=False)
+    children: list[UiNode] = field(default_factory=list, repr=False)
 
     @property
     def area(self) -> int:

@@ -7,16 +7,15 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.roles import ADMIN, MANAGER, role_required
-
-from . import health
-from .leases import LeaseRefused, current_lease
-from .models import Device, Lease
-from .phone import PhoneConnection, PhoneUnavailable
-from .profiles import resolution_class
-from .registry import discover_devices
-from .reset import reset_phone
-from .streaming import control
-from .streaming.consumer import notify_viewers
+from devices import health
+from devices.leases import LeaseRefused, current_lease
+from devices.models import Device, Lease
+from devices.phone import PhoneConnection, PhoneUnavailable
+from devices.profiles import resolution_class
+from devices.registry import discover_devices
+from devices.reset import reset_phone
+from devices.streaming import control
+from devices.streaming.consumer import notify_viewers
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +126,7 @@ def device_reset(request, device):
 
 @admin_action
 def device_quarantine(request, device):
-    if device.status == "quarantined":
+    if device.status == Device.Status.QUARANTINED:
         messages.error(request, f"{device.serial} is already quarantined.")
         return
     reason = request.POST.get("reason", "").strip()[:200] or "by hand from the console"
@@ -138,7 +137,7 @@ def device_quarantine(request, device):
 
 @admin_action
 def device_readmit(request, device):
-    if device.status != "quarantined":
+    if device.status != Device.Status.QUARANTINED:
         messages.error(request, f"{device.serial} is not quarantined.")
         return
     health.readmit(device)

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from . import models as m
+from flywheel import models as m
 
 
 class QueryAppInline(admin.TabularInline):

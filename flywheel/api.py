@@ -8,9 +8,8 @@ from rest_framework.response import Response
 
 from accounts.api import model_serializer, role_viewset
 from accounts.roles import ADJUDICATOR, ADMIN, ANNOTATOR, MANAGER
-
-from . import models as m
-from .query_io import QueryImportError, export_queries, import_queries
+from flywheel import models as m
+from flywheel.queries.jsonl import QueryImportError, export_queries, import_queries
 
 STAFF = (MANAGER, ADMIN)
 
@@ -82,7 +81,7 @@ class CollectionRunViewSet(_CollectionRunBase):
         """Creating a run launches it: work items are planned and sent to the phone hosts."""
         from rest_framework.exceptions import ValidationError
 
-        from .collection.runs import launch_run
+        from flywheel.collection.runs import launch_run
 
         data = serializer.validated_data
         if data["line"] not in ("automatic", "schema", "external"):
@@ -93,7 +92,7 @@ class CollectionRunViewSet(_CollectionRunBase):
 
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        from .collection.runs import cancel_run
+        from flywheel.collection.runs import cancel_run
 
         run = self.get_object()
         cancel_run(run)

@@ -20,8 +20,8 @@ def heartbeat():
 @shared_task(name="flywheel.tasks.evaluate_trajectory")
 def evaluate_trajectory(trajectory_id):
     """Judge one stored trajectory with HTSC and route it (System A abstains without its phone)."""
-    from .evaluation.pipeline import evaluate_trajectory as evaluate
-    from .models import Trajectory
+    from flywheel.evaluation.pipeline import evaluate_trajectory as evaluate
+    from flywheel.models import Trajectory
 
     verdict = evaluate(Trajectory.objects.get(pk=trajectory_id))
     return {"trajectory": trajectory_id, "outcome": verdict.outcome}
@@ -30,7 +30,7 @@ def evaluate_trajectory(trajectory_id):
 @shared_task(name="flywheel.tasks.evaluate_pending")
 def evaluate_pending():
     """Route finished or interrupted trajectories that have no verdict yet, so none is lost."""
-    from .evaluation.pipeline import evaluate_pending as evaluate
+    from flywheel.evaluation.pipeline import evaluate_pending as evaluate
 
     return {"evaluated": evaluate()}
 
@@ -38,7 +38,7 @@ def evaluate_pending():
 @shared_task(name="flywheel.tasks.collect_on_host", acks_late=True)
 def collect_on_host(run_id, address, phones):
     """Drive up to `phones` phones of one ADB host for a collection run (sent to that host's queue)."""
-    from .collection.runs import drive_host
+    from flywheel.collection.runs import drive_host
 
     return drive_host(run_id, address, phones)
 
@@ -46,6 +46,6 @@ def collect_on_host(run_id, address, phones):
 @shared_task(name="flywheel.tasks.recover_interrupted")
 def recover_interrupted():
     """Interrupted work of dead workers: trajectories routed, work items re-queued."""
-    from .collection.runs import recover_interrupted as recover
+    from flywheel.collection.runs import recover_interrupted as recover
 
     return recover()

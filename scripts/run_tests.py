@@ -10,7 +10,22 @@ import sys
 from services import ROOT, free_port, start_redis, venv_bin
 
 
+def static_checks():
+    """The architecture and lint rules, before any test runs: a violation fails with its reason."""
+    checks = [("lint-imports", [venv_bin("lint-imports")],
+               "an import crosses a layer: see the broken contract above (contracts: pyproject.toml)"),
+              ("ruff", [venv_bin("ruff"), "check", "."], "ruff found problems (rules: pyproject.toml)")]
+    for name, command, meaning in checks:
+        print(f"make test: {name}", flush=True)
+        if subprocess.call(command, cwd=ROOT) != 0:
+            print(f"make test: {name} failed: {meaning}", file=sys.stderr, flush=True)
+            return 1
+    return 0
+
+
 def main(argv):
+    if static_checks():
+        return 1
     env = dict(os.environ)
     redis_process = None
     if not env.get("REDIS_URL"):

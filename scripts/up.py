@@ -38,7 +38,7 @@ class Supervisor:
         self.children.append((name, process))
 
     def stop_all(self):
-        for name, process in reversed(self.children):
+        for _name, process in reversed(self.children):
             if process.poll() is None:
                 try:
                     os.killpg(process.pid, signal.SIGTERM)
@@ -107,14 +107,18 @@ def main():
         print("Database: migrating")
         manage("migrate", "--no-input", "-v", "0", env=env)
         manage("seed_demo", env=env)
-        manage("seed_console", env=env)
+        if "ADB_SERVERS" not in os.environ:
+            # The virtual farm's own task set, so its phones have work on a fresh install.
+            manage("seed_console", "--tasks", str(ROOT / "simfarm" / "tasks" / "tasks.jsonl"), env=env)
+        else:
+            manage("seed_console", env=env)
 
         if "ADB_SERVERS" not in os.environ:
             env["ADB_SERVERS"] = f"127.0.0.1:{FARM_PORT}"
             if port_open("127.0.0.1", FARM_PORT):
                 print(f"Virtual farm: something already listens on {FARM_PORT}; using it")
             else:
-                supervisor.start("simfarm", [venv_bin("python"), "manage.py", "simfarm",
+                supervisor.start("simfarm", [venv_bin("python"), "-m", "simfarm",
                                              "--devices", FARM_DEVICES, "--port", str(FARM_PORT)], env)
         print(f"Phones: ADB_SERVERS={env['ADB_SERVERS']}")
         wait_for_ports(env["ADB_SERVERS"])
@@ -123,12 +127,12 @@ def main():
         # One collection queue per phone host: this worker drives the phones of every host listed.
         host_queues = ",".join("collection." + a.strip().replace(":", "-")
                                for a in env["ADB_SERVERS"].split(",") if a.strip())
-        supervisor.start("worker", [venv_bin("celery"), "-A", "flywheel", "worker", "-Q",
+        supervisor.start("worker", [venv_bin("celery"), "-A", "config", "worker", "-Q",
                                     f"{QUEUES},{host_queues}",
                                     "--concurrency", "2", "-l", "info", "-n", "console@%h"], env)
-        supervisor.start("beat", [venv_bin("celery"), "-A", "flywheel", "beat", "-l", "info",
+        supervisor.start("beat", [venv_bin("celery"), "-A", "config", "beat", "-l", "info",
                                   "--schedule", str(VAR / "celerybeat-schedule")], env)
-        supervisor.start("web", [venv_bin("uvicorn"), "flywheel.asgi:application", "--host", HOST,
+        supervisor.start("web", [venv_bin("uvicorn"), "config.asgi:application", "--host", HOST,
                                  "--port", str(PORT), "--timeout-graceful-shutdown", "5"], env)
 
         url = f"http://{HOST}:{PORT}/"

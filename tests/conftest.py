@@ -98,10 +98,10 @@ def celery_worker_process(transactional_db, tmp_path):
     hosts = [host_queue(a) for a in os.environ.get("ADB_SERVERS", "").split(",") if a.strip()]
     queues = ",".join(["default", "collection", "evaluation", "repair", "training", "benchmark", *hosts])
     process = subprocess.Popen(
-        [str(BIN / "celery"), "-A", "flywheel", "worker", "--pool", "solo", "-l", "info", "-Q", queues,
+        [str(BIN / "celery"), "-A", "config", "worker", "--pool", "solo", "-l", "info", "-Q", queues,
          "-n", f"test{os.getpid()}@%h", "--without-mingle", "--without-gossip"],
         cwd=ROOT, env=process_env(COLLECTION_LEASE_SECONDS="6"), stdout=log, stderr=subprocess.STDOUT)
-    from flywheel.celery import app
+    from config.celery import app
 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -122,7 +122,7 @@ def asgi_server(transactional_db, tmp_path):
     port = free_port()
     log = open(tmp_path / "web.log", "wb")
     process = subprocess.Popen(
-        [str(BIN / "uvicorn"), "flywheel.asgi:application", "--host", "127.0.0.1",
+        [str(BIN / "uvicorn"), "config.asgi:application", "--host", "127.0.0.1",
          "--port", str(port)], cwd=ROOT, env=process_env(), stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_port(port, process)

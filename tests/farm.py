@@ -49,7 +49,7 @@ def running_farm(devices=3, seed=7, log_path=None, timeout=120, extra_args=()):
     """Yield a RunningFarm on a free port; stop it afterwards."""
     log = open(log_path, "w") if log_path else subprocess.DEVNULL
     process = subprocess.Popen(
-        [sys.executable, "-m", "devices.simulator", "--devices", str(devices), "--port", "0",
+        [sys.executable, "-m", "simfarm", "--devices", str(devices), "--port", "0",
          "--seed", str(seed), *extra_args], cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
         preexec_fn=die_with_parent)
     try:

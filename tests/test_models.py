@@ -6,8 +6,7 @@ from django.utils import timezone
 
 from devices.models import Device, Lease
 from flywheel.blobs import read_blob, store_blob
-from flywheel.models import (App, CptEntry, ModelVersion, Query, SftEntry, Step, Trajectory,
-                             Verdict, Vote)
+from flywheel.models import App, CptEntry, ModelVersion, Query, SftEntry, Step, Trajectory, Verdict, Vote
 
 pytestmark = pytest.mark.django_db
 

@@ -7,8 +7,8 @@ from django.conf import settings as django_settings
 from django.contrib.auth.models import Group, User
 from django_celery_results.models import TaskResult
 
-from flywheel.asgi import application
-from flywheel.consumers import notify_dashboard
+from config.asgi import application
+from flywheel.console.events import publish
 
 
 def session_cookie_for(user):
@@ -48,9 +48,9 @@ async def test_dashboard_websocket_checks_roles_and_relays_events():
     assert connected
     assert (await communicator.receive_json_from(timeout=5))["type"] == "hello"
     # Sent from synchronous code, through Redis, to the open socket.
-    await database_sync_to_async(notify_dashboard)({"pool": "sft", "size": 3})
+    await database_sync_to_async(publish)("pools", pool="sft")
     message = await communicator.receive_json_from(timeout=5)
-    assert message == {"type": "event", "event": {"pool": "sft", "size": 3}}
+    assert message == {"type": "event", "event": {"kind": "pools", "pool": "sft"}}
     await communicator.disconnect()
 
 

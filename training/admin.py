@@ -1,5 +1,5 @@
 from django.contrib import admin
 
-from .models import TrainingRun
+from training.models import TrainingRun
 
 admin.site.register(TrainingRun)

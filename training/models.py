@@ -4,16 +4,25 @@ from django.db import models
 
 
 class TrainingRun(models.Model):
-    STAGES = [("cpt", "Continual pre-training"), ("sft", "Supervised fine-tuning"), ("rl", "Agentic RL")]
-    STATUSES = [("queued", "Queued"), ("running", "Running"), ("done", "Done"), ("failed", "Failed"),
-                ("cancelled", "Cancelled")]
-    stage = models.CharField(max_length=3, choices=STAGES)
+    class Stage(models.TextChoices):
+        CPT = "cpt", "Continual pre-training"
+        SFT = "sft", "Supervised fine-tuning"
+        RL = "rl", "Agentic RL"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    stage = models.CharField(max_length=3, choices=Stage)
     base_model = models.ForeignKey("flywheel.ModelVersion", null=True, blank=True,
                                    on_delete=models.PROTECT, related_name="training_runs_from")
     produced_model = models.ForeignKey("flywheel.ModelVersion", null=True, blank=True,
                                        on_delete=models.SET_NULL, related_name="produced_by")
     config = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=10, choices=STATUSES, default="queued")
+    status = models.CharField(max_length=10, choices=Status, default="queued")
     progress = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL)

@@ -13,9 +13,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from devices.phone import PhoneConnection, PhoneUnavailable
-
-from .frames import Frame, Picture
-from .sources import open_source
+from devices.streaming.frames import Frame, Picture
+from devices.streaming.sources import open_source
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0  # a phone that stopped answering is asked again this often
@@ -77,7 +76,7 @@ class CaptureLoop:
         if seconds > 0 and not self._wake.is_set():
             try:
                 await asyncio.wait_for(self._wake.wait(), seconds)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         woken = self._wake.is_set()
         self._wake.clear()
@@ -95,7 +94,7 @@ class CaptureLoop:
                         source = await run_blocking(open_source, self.phone, self.source_name)
                     captured_at = time.time()
                     capture = await run_blocking(source.capture)
-                except Exception as error:  # noqa: BLE001 - a broken phone must not kill the loop
+                except Exception as error:
                     message = str(error) if isinstance(error, PhoneUnavailable) else \
                         f"{self.phone.serial}: capture failed: {error}"
                     if message != last_error:

@@ -26,10 +26,9 @@ from accounts.roles import ADMIN, ANNOTATOR, MANAGER, has_role
 from devices.leases import current_lease
 from devices.models import Device, Lease
 from devices.phone import PhoneConnection
-
-from . import control
-from .capture import capture_loop_for, run_blocking
-from .frames import fit_size, pack
+from devices.streaming import control
+from devices.streaming.capture import capture_loop_for, run_blocking
+from devices.streaming.frames import fit_size, pack
 
 log = logging.getLogger(__name__)
 CLOSE_UNKNOWN_DEVICE = 4404
@@ -196,7 +195,7 @@ class ScreenConsumer(RoleWebsocketConsumer):
         try:
             result = await database_sync_to_async(control.execute, thread_sensitive=False)(
                 self.device, action, control.console_holder(self.user))
-        except Exception as error:  # noqa: BLE001 - one bad input must not close the viewer's socket
+        except Exception as error:
             log.exception("input of %s on %s failed", self.user, self.device)
             result = {"ok": False, "blocked": False, "error": "failed", "reason": f"internal error: {error}"}
         if result["error"] or result["blocked"]:
@@ -241,7 +240,7 @@ class ScreenConsumer(RoleWebsocketConsumer):
             await self._send_frames()
         except asyncio.CancelledError:
             raise
-        except Exception as error:  # noqa: BLE001 - e.g. the client left mid-send: stop quietly
+        except Exception as error:
             log.info("screen of %s for %s stopped: %r", self.device, self.user, error)
 
     async def _send_frames(self):
@@ -250,7 +249,7 @@ class ScreenConsumer(RoleWebsocketConsumer):
             await self.capture.newer_than(last_seq)
             try:
                 await asyncio.wait_for(self.acked.wait(), ACK_TIMEOUT)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             if last_sent is not None:
                 await self.pace(last_sent)
@@ -282,7 +281,7 @@ class ScreenConsumer(RoleWebsocketConsumer):
                 return
             try:
                 await asyncio.wait_for(self.capture.newer_than(frame.seq), wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return
 
     def is_new_picture(self, frame):

@@ -19,7 +19,6 @@ import importlib.util
 import logging
 import os
 import random
-import socket
 import struct
 import threading
 import time
@@ -27,8 +26,7 @@ import time
 import adbutils
 
 from devices.phone import PhoneConnection, PhoneUnavailable
-
-from .sources import Capture, FrameSource, SourceUnavailable
+from devices.streaming.sources import Capture, FrameSource, SourceUnavailable
 
 log = logging.getLogger(__name__)
 REMOTE_JAR = "/data/local/tmp/flywheel-scrcpy-server.jar"
@@ -142,7 +140,7 @@ class ScrcpySource(FrameSource):
                 for frame in codec.decode(av.Packet(config + data)):
                     config = b""
                     self._publish(frame.to_image())
-        except Exception as error:  # noqa: BLE001 - socket, protocol or decoder: the stream is over
+        except Exception as error:
             if not self._closed:
                 log.warning("scrcpy stream of %s ended: %s", self.phone.serial, error)
                 with self._new_frame:
@@ -177,5 +175,5 @@ class ScrcpySource(FrameSource):
             try:
                 if connection is not None:
                     connection.close()
-            except (OSError, socket.error):
+            except OSError:
                 pass

@@ -14,8 +14,7 @@ from django.conf import settings
 from PIL import Image
 
 from devices.phone import PhoneConnection, PhoneUnavailable
-
-from .frames import png_size
+from devices.streaming.frames import png_size
 
 SOURCES = ("screencap", "scrcpy")
 
@@ -40,7 +39,8 @@ class FrameSource(ABC):
         """Block until the newest screen is available; PhoneUnavailable when the phone is gone."""
 
     def close(self):
-        """Free what the source holds (sockets, processes on the phone)."""
+        """Free what the source holds (sockets, processes on the phone); nothing by default."""
+        return None
 
 
 class ScreencapSource(FrameSource):
@@ -70,7 +70,7 @@ def configured_source_name() -> str:
 def open_source(phone: PhoneConnection, name: str | None = None) -> FrameSource:
     name = name or configured_source_name()
     if name == "scrcpy":
-        from .scrcpy import ScrcpySource  # optional: needs PyAV and a scrcpy server jar
+        from devices.streaming.scrcpy import ScrcpySource  # optional: needs PyAV and a scrcpy server jar
 
         return ScrcpySource(phone)
     return ScreencapSource(phone)

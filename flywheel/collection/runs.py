@@ -10,18 +10,19 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from devices import health, leases, scheduling
 from devices.models import Device, Lease, WorkItem
 from devices.phone import PhoneConnection
-
-from ..models import CollectionRun, ModelVersion, Query, RlQueryEntry, Trajectory
-from ..policies import OFFLINE_POLICY_NAME, policy_for
-from .engine import CollectionConfig, PhoneLost, finish_trajectory, run_trajectory
+from flywheel.collection.engine import CollectionConfig, PhoneLost, finish_trajectory, run_trajectory
+from flywheel.console.events import publish
+from flywheel.models import CollectionRun, Line, ModelVersion, Query, RlQueryEntry, Trajectory
+from flywheel.policies import OFFLINE_POLICY_NAME, policy_for
 
 log = logging.getLogger(__name__)
-LINES = ("automatic", "schema", "external", "rl")
+LINES = (Line.AUTOMATIC, Line.SCHEMA, Line.EXTERNAL, Line.RL)  # the lines a run carries out
 
 
 def host_queue(address: str) -> str:
@@ -35,7 +36,7 @@ def run_kind(run) -> str:
 
 def select_queries(query_filter: dict):
     """Queries by app, tier, tag, key, source or pool (docs: README, Collection runs)."""
-    queries = Query.objects.exclude(status="rejected")
+    queries = Query.objects.exclude(status=Query.Status.REJECTED)
     if query_filter.get("apps"):
         queries = queries.filter(app_links__app__package__in=query_filter["apps"])
     if query_filter.get("tiers"):
@@ -57,6 +58,16 @@ def select_queries(query_filter: dict):
     return ordered[:limit] if limit else ordered
 
 
+def selection_hint() -> str:
+    """What a query filter can select, for a person whose selection matched nothing."""
+    tags = sorted({tag for tags in Query.objects.values_list("tags", flat=True) for tag in tags or []})
+    apps = sorted(Query.objects.exclude(status=Query.Status.REJECTED)
+                  .values_list("app_links__app__package", flat=True).distinct().exclude(
+                      app_links__app__package=None))
+    return (f"apps in use: {', '.join(apps) or 'none (import queries first)'}; "
+            f"tags in use: {', '.join(tags) or 'none'}")
+
+
 def default_model_version():
     version, _ = ModelVersion.objects.get_or_create(name=OFFLINE_POLICY_NAME, defaults={"kind": "offline"})
     return version
@@ -70,7 +81,7 @@ def launch_run(line, query_filter=None, model_version=None, config=None, user=No
     with transaction.atomic():
         run = CollectionRun.objects.create(line=line, query_filter=query_filter or {}, config=config,
                                            model_version=model_version or default_model_version(),
-                                           created_by=user, status="queued")
+                                           created_by=user, status=CollectionRun.Status.QUEUED)
         queries = list(select_queries(query_filter or {}))
         for repeat in range(int(config["repeats"])):
             for query in queries:
@@ -87,7 +98,7 @@ def launch_run(line, query_filter=None, model_version=None, config=None, user=No
 
 def dispatch_run(run):
     """Send one driving task to each ADB host's queue."""
-    from ..tasks import collect_on_host
+    from flywheel.tasks import collect_on_host
 
     addresses = settings.ADB_SERVERS
     per_host = max(1, int(run.config.get("phones", 4)) // max(1, len(addresses)))
@@ -100,36 +111,41 @@ def dispatch_run(run):
 
 
 def cancel_run(run):
-    CollectionRun.objects.filter(pk=run.pk, status__in=["queued", "running"]).update(
-        status="cancelled", finished_at=timezone.now())
-    WorkItem.objects.filter(kind=run_kind(run), status="queued").update(status="cancelled")
+    CollectionRun.objects.filter(pk=run.pk, status__in=[CollectionRun.Status.QUEUED, CollectionRun.Status.RUNNING]).update(
+        status=CollectionRun.Status.CANCELLED, finished_at=timezone.now())
+    publish("runs", run=run.pk)
+    WorkItem.objects.filter(kind=run_kind(run), status=WorkItem.Status.QUEUED).update(status=WorkItem.Status.CANCELLED)
 
 
 def run_is_cancelled(run_id) -> bool:
-    return CollectionRun.objects.filter(pk=run_id, status="cancelled").exists()
+    return CollectionRun.objects.filter(pk=run_id, status=CollectionRun.Status.CANCELLED).exists()
 
 
 def refresh_progress(run_id):
     """Counts come from the work items, so they survive restarts of the site and the workers."""
     run = CollectionRun.objects.get(pk=run_id)
-    items = WorkItem.objects.filter(kind=run_kind(run))
-    done = items.filter(status__in=["done", "failed", "cancelled"]).count()
-    open_items = items.filter(status__in=["queued", "assigned"]).count()
-    updates = {"completed": done}
-    if run.status == "queued":
-        updates["status"] = "running"
-    if not open_items and run.status in ("queued", "running"):
-        updates.update(status="done", finished_at=timezone.now())
-    finished = CollectionRun.objects.filter(pk=run_id).exclude(status="done").update(**updates) and \
-        updates.get("status") == "done"
-    if finished and run.line == "rl":
+    # One statement, one snapshot: two counts read apart could see an item finish in between and
+    # call the run done with a stale count.
+    counts = WorkItem.objects.filter(kind=run_kind(run)).aggregate(
+        done=Count("pk", filter=Q(status__in=[WorkItem.Status.DONE, WorkItem.Status.FAILED, WorkItem.Status.CANCELLED])),
+        open=Count("pk", filter=Q(status__in=[WorkItem.Status.QUEUED, WorkItem.Status.ASSIGNED])))
+    CollectionRun.objects.filter(pk=run_id).update(completed=counts["done"])
+    updates = {}
+    if run.status == CollectionRun.Status.QUEUED:
+        updates["status"] = CollectionRun.Status.RUNNING
+    if not counts["open"] and run.status in (CollectionRun.Status.QUEUED, CollectionRun.Status.RUNNING):
+        updates.update(status=CollectionRun.Status.DONE, finished_at=timezone.now())
+    publish("runs", throttle_s=1.0, run=run_id)
+    finished = bool(updates) and CollectionRun.objects.filter(pk=run_id).exclude(status=CollectionRun.Status.DONE).update(
+        **updates) and updates.get("status") == CollectionRun.Status.DONE
+    if finished and run.line == Line.RL:
         metabolize_rl_run(run)
 
 
 def metabolize_rl_run(run):
     """Phase 1 (§2.4.3): after G rollouts of the current model per RL-pool query, each query is
     retired, kept or let go by the group's verdicts."""
-    from ..rl_pool import record_rollouts
+    from flywheel.pools.rl import record_rollouts
 
     by_query = {}
     for query_id, verdict in run.trajectories.values_list("query_id", "verdict"):
@@ -146,7 +162,7 @@ def collect_item(run, item, device, lease):
     """One work item: a trajectory from a fresh reset to its verdict."""
     query = Query.objects.get(pk=item.payload["query_id"])
     trajectory = Trajectory.objects.create(query=query, run=run, device=device, line=run.line,
-                                           model_version=run.model_version, status="running")
+                                           model_version=run.model_version, status=Trajectory.Status.RUNNING)
     WorkItem.objects.filter(pk=item.pk).update(
         payload={**item.payload, "trajectories": [*item.payload.get("trajectories", []), trajectory.pk]})
     phone = PhoneConnection.for_device(device)
@@ -199,11 +215,11 @@ def drive_phone(run_id, device, lease, stop_event):
 def drive_host(run_id, address, phones):
     """The Celery task's body on one host: lease up to `phones` phones, one thread each."""
     run = CollectionRun.objects.get(pk=run_id)
-    if run.status in ("cancelled", "done"):
+    if run.status in (CollectionRun.Status.CANCELLED, CollectionRun.Status.DONE):
         return {"phones": 0}
-    CollectionRun.objects.filter(pk=run_id, status="queued").update(status="running")
+    CollectionRun.objects.filter(pk=run_id, status=CollectionRun.Status.QUEUED).update(status=CollectionRun.Status.RUNNING)
     leased = []
-    for device in Device.objects.filter(adb_server=address, status="idle").order_by("serial"):
+    for device in Device.objects.filter(adb_server=address, status=Device.Status.IDLE).order_by("serial"):
         if len(leased) >= phones:
             break
         try:
@@ -228,17 +244,17 @@ def recover_interrupted(stale_after=timedelta(seconds=90)):
     leases.expire_stale_leases()
     live_holders = set(Lease.objects.filter(released_at__isnull=True).values_list("holder", flat=True))
     recovered = 0
-    for trajectory in Trajectory.objects.filter(status="running", line__in=LINES,
+    for trajectory in Trajectory.objects.filter(status=Trajectory.Status.RUNNING, line__in=LINES,
                                                 started_at__lt=timezone.now() - stale_after):
         if f"collection:trajectory:{trajectory.pk}" in live_holders or (
                 trajectory.run_id and f"collection:run:{trajectory.run_id}" in live_holders):
             continue
         finish_trajectory(trajectory, "interrupted: the worker stopped", phone=None)
         recovered += 1
-    requeued = WorkItem.objects.filter(status="assigned", kind__startswith="collect:").exclude(
-        device__leases__released_at__isnull=True).update(status="queued", device=None,
+    requeued = WorkItem.objects.filter(status=WorkItem.Status.ASSIGNED, kind__startswith="collect:").exclude(
+        device__leases__released_at__isnull=True).update(status=WorkItem.Status.QUEUED, device=None,
                                                          note="re-queued: its holder died")
-    for run_id in CollectionRun.objects.filter(status="running").values_list("pk", flat=True):
+    for run_id in CollectionRun.objects.filter(status=CollectionRun.Status.RUNNING).values_list("pk", flat=True):
         refresh_progress(run_id)
     return {"trajectories": recovered, "work_items": requeued}
 

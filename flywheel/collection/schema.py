@@ -5,9 +5,8 @@ on an irreversible toggle or a system confirmation dialog, the policy must emit 
 wrapper enforces that for any policy, and the run answers as the query's spec says.
 """
 from devices.uitree import node_at, parse_hierarchy
-
-from ..agent_protocol import describe_action
-from ..policies.base import Proposal
+from flywheel.policies.base import Proposal
+from flywheel.policies.protocol import describe_action
 
 CONFIRM_WORDS = ("ok", "confirm", "reset", "erase", "delete", "remove", "yes", "continue", "turn off",
                  "disable", "unpair", "forget", "clear", "sign out", "log out")

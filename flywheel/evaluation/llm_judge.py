@@ -11,11 +11,10 @@ import re
 from django.conf import settings
 
 from devices.uitree import page_text, parse_hierarchy
-
-from ..agent_protocol import describe_action
-from ..models import ModelVersion
-from ..policies.endpoint import _post_json
-from . import SystemVote
+from flywheel.evaluation import SystemVote
+from flywheel.models import ModelVersion
+from flywheel.policies.endpoint import _post_json
+from flywheel.policies.protocol import describe_action
 
 VOTES = ("true", "false", "env_error")
 

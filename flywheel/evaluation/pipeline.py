@@ -9,20 +9,20 @@ from django.db import transaction
 from devices.audit import audit, enabled_rules
 from devices.phone import PhoneConnection
 from devices.uitree import node_at, parse_hierarchy
-
-from ..blobs import read_blob
-from ..htsc import htsc_consensus
-from ..models import Step, Trajectory, Verdict, Vote
-from . import SystemVote
-from .llm_judge import judge_model_version
-from .routing import route_trajectory
-from .system_a import system_a_vote
-from .system_b import system_b_vote
-from .system_c import system_c_vote
-from .trajectory_view import StepView, TrajectoryView
+from flywheel.blobs import read_blob
+from flywheel.console.events import publish
+from flywheel.evaluation import SystemVote
+from flywheel.evaluation.destinations import route_trajectory
+from flywheel.evaluation.llm_judge import judge_model_version
+from flywheel.evaluation.system_a import system_a_vote
+from flywheel.evaluation.system_b import system_b_vote
+from flywheel.evaluation.system_c import system_c_vote
+from flywheel.evaluation.trajectory_view import StepView, TrajectoryView
+from flywheel.models import Line, Outcome, Step, Trajectory, Verdict, Vote
+from flywheel.policies.protocol import AGENT_STOPS
+from flywheel.rules.htsc import htsc_consensus
 
 log = logging.getLogger(__name__)
-FINAL_ACTIONS = ("terminate", "clarify", "call_user")
 
 
 def _hierarchy(step: Step) -> str:
@@ -48,7 +48,7 @@ def trajectory_view(trajectory: Trajectory) -> TrajectoryView:
                       screenshot=_screenshot_loader(s))
              for s in trajectory.steps.order_by("index")]
     last = steps[-1] if steps else None
-    final = last.hierarchy if last and (last.action or {}).get("action") in FINAL_ACTIONS else ""
+    final = last.hierarchy if last and (last.action or {}).get("action") in AGENT_STOPS else ""
     query = trajectory.query
     return TrajectoryView(goal=query.text, steps=steps, final_hierarchy=final,
                           verification=query.verification or {}, known_path=query.known_path)
@@ -112,6 +112,7 @@ def evaluate_trajectory(trajectory: Trajectory, phone: PhoneConnection | None = 
         verdict = Verdict.objects.create(trajectory=trajectory, outcome=outcome,
                                          safety_vetoed=bool(violation), rationale=rationale[:2000])
         route_trajectory(trajectory, outcome, reason=rationale)
+        publish("verdict", trajectory=trajectory.pk, outcome=outcome)
     return verdict
 
 
@@ -119,8 +120,8 @@ def evaluate_pending(limit=100):
     """Judge finished trajectories that have no verdict yet (a crash leaves none behind)."""
     done = 0
     for trajectory in Trajectory.objects.filter(
-            verdict="pending", status__in=["completed", "interrupted"]).exclude(
-            line="semi_auto")[:limit]:
+            verdict=Outcome.PENDING, status__in=[Trajectory.Status.COMPLETED, Trajectory.Status.INTERRUPTED]).exclude(
+            line=Line.SEMI_AUTO)[:limit]:
         evaluate_trajectory(trajectory)
         done += 1
     return done

@@ -5,9 +5,8 @@ vote True or False; Env_ERROR when a failed check has an environmental cause on 
 abstain when the terminal state is not readable.
 """
 from devices.phone import PhoneConnection, PhoneUnavailable
-
-from . import SystemVote
-from .terminal_checks import CheckNotReadable, read_and_compare
+from flywheel.evaluation import SystemVote
+from flywheel.evaluation.terminal_checks import CheckNotReadable, read_and_compare
 
 # Screens that mean the environment, not the model, stood in the way.
 ENVIRONMENT_MARKERS = {

@@ -5,10 +5,10 @@ hierarchy (text, resource-id, content-desc, XPath); each must hold at a step at 
 previous one. Then a global judgment: every milestone reached and the trajectory ended by
 declaring success.
 """
-from . import SystemVote
-from .ocr import ocr_text
-from .screens import find
-from .trajectory_view import TrajectoryView
+from flywheel.evaluation import SystemVote
+from flywheel.evaluation.ocr import ocr_text
+from flywheel.evaluation.screens import find
+from flywheel.evaluation.trajectory_view import TrajectoryView
 
 
 def _seen_by_ocr(loader, milestone) -> bool:
@@ -41,7 +41,7 @@ def system_b_vote(view: TrajectoryView, judge=None) -> SystemVote:
     milestones = view.verification.get("milestones") or []
     derived_note = ""
     if not milestones and judge is not None:
-        from .llm_judge import JudgeUnavailable, derive_milestones
+        from flywheel.evaluation.llm_judge import JudgeUnavailable, derive_milestones
 
         try:
             milestones = derive_milestones(judge, view.goal)

@@ -5,10 +5,10 @@ network failure, missing permission, crash) → Env_ERROR; pseudo-completion (su
 while the goal state is not on screen), an unbroken loop at the end, or a meaningless detour far
 longer than the known shortest path → False; otherwise True.
 """
-from ..repetition import same_action
-from . import SystemVote
-from .screens import find, screen_text
-from .trajectory_view import TrajectoryView
+from flywheel.evaluation import SystemVote
+from flywheel.evaluation.screens import find, screen_text
+from flywheel.evaluation.trajectory_view import TrajectoryView
+from flywheel.rules.repetition import same_action
 
 INTERFERENCE = {
     "keeps stopping": "app crash", "isn't responding": "app not responding",
@@ -55,7 +55,7 @@ def system_c_vote(view: TrajectoryView, judge=None) -> SystemVote:
         return SystemVote("C", "false", "the trajectory has no steps")
     fallback = ""
     if judge is not None:
-        from .llm_judge import JudgeUnavailable, path_vote
+        from flywheel.evaluation.llm_judge import JudgeUnavailable, path_vote
 
         try:
             return path_vote(judge, view)

@@ -1,13 +1,15 @@
 """The data engine's records (DESIGN.md, Core data). Split by domain; import from here."""
-from .catalog import App, Edge, FunctionNode, GemPage
-from .queries import Query, QueryApp, QueryFunction
-from .runs import CollectionRun, ModelVersion
-from .trajectories import Step, Trajectory
-from .judging import Adjudication, Attribution, Repair, Verdict, Vote
-from .pools import CptEntry, RlQueryEntry, RlRollout, SftEntry
+from flywheel.models.catalog import App, Edge, FunctionNode, GemPage
+from flywheel.models.judging import Adjudication, Attribution, Repair, Verdict, Vote, VoteValue
+from flywheel.models.pools import CptEntry, RlQueryEntry, RlRollout, SftEntry
+from flywheel.models.queries import Query, QueryApp, QueryFunction, Risk, Source, Tier
+from flywheel.models.runs import CollectionRun, ModelVersion
+from flywheel.models.trajectories import Destination, Line, Outcome, Step, Trajectory
 
 __all__ = [
     "App", "Edge", "FunctionNode", "GemPage", "Query", "QueryApp", "QueryFunction", "CollectionRun", "ModelVersion",
     "Step", "Trajectory", "Adjudication", "Attribution", "Repair", "Verdict", "Vote",
     "CptEntry", "RlQueryEntry", "RlRollout", "SftEntry",
+    # the choices that several tables share
+    "Destination", "Line", "Outcome", "Risk", "Source", "Tier", "VoteValue",
 ]

@@ -3,16 +3,23 @@ from django.db import models
 
 
 class App(models.Model):
-    CATEGORIES = [
-        ("system", "System tools"), ("social", "Social & communication"),
-        ("shopping", "Shopping"), ("food", "Food & delivery"), ("travel", "Travel"),
-        ("navigation", "Maps & navigation"), ("video", "Video"), ("music", "Music & audio"),
-        ("news", "News & reading"), ("productivity", "Productivity & notes"),
-        ("photo", "Photo & gallery"), ("life", "Life services"),
-    ]
+    class Category(models.TextChoices):
+        SYSTEM = "system", "System tools"
+        SOCIAL = "social", "Social & communication"
+        SHOPPING = "shopping", "Shopping"
+        FOOD = "food", "Food & delivery"
+        TRAVEL = "travel", "Travel"
+        NAVIGATION = "navigation", "Maps & navigation"
+        VIDEO = "video", "Video"
+        MUSIC = "music", "Music & audio"
+        NEWS = "news", "News & reading"
+        PRODUCTIVITY = "productivity", "Productivity & notes"
+        PHOTO = "photo", "Photo & gallery"
+        LIFE = "life", "Life services"
+
     package = models.CharField(max_length=200, unique=True)
     label = models.CharField(max_length=200, blank=True)
-    category = models.CharField(max_length=20, choices=CATEGORIES, blank=True)
+    category = models.CharField(max_length=20, choices=Category, blank=True)
     is_system = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -26,7 +33,11 @@ class App(models.Model):
 class FunctionNode(models.Model):
     """A node of an app's function tree; `path` is slash-separated from the app's root."""
 
-    STATUSES = [("proposed", "Proposed"), ("approved", "Approved"), ("pruned", "Pruned")]
+    class Status(models.TextChoices):
+        PROPOSED = "proposed", "Proposed"
+        APPROVED = "approved", "Approved"
+        PRUNED = "pruned", "Pruned"
+
     app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="function_nodes")
     path = models.CharField(max_length=500)
     label = models.CharField(max_length=200, blank=True)
@@ -36,7 +47,7 @@ class FunctionNode(models.Model):
     reuse_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
                                  related_name="reused_by",
                                  help_text="Same functionality reached by another path (§2.2.1)")
-    status = models.CharField(max_length=10, choices=STATUSES, default="approved")
+    status = models.CharField(max_length=10, choices=Status, default="approved")
 
     class Meta:
         ordering = ["app", "path"]
@@ -61,10 +72,13 @@ class GemPage(models.Model):
 
 
 class Edge(models.Model):
-    KINDS = [("intra", "Intra-app"), ("cross", "Cross-app")]
+    class Kind(models.TextChoices):
+        INTRA = "intra", "Intra-app"
+        CROSS = "cross", "Cross-app"
+
     source = models.ForeignKey(GemPage, on_delete=models.CASCADE, related_name="out_edges")
     target = models.ForeignKey(GemPage, on_delete=models.CASCADE, related_name="in_edges")
-    kind = models.CharField(max_length=5, choices=KINDS, default="intra")
+    kind = models.CharField(max_length=5, choices=Kind, default="intra")
     action = models.JSONField(default=dict, blank=True)
     reachable = models.BooleanField(default=True)
 

@@ -2,16 +2,25 @@
 from django.conf import settings
 from django.db import models
 
-from .trajectories import VERDICTS
+from flywheel.models.trajectories import Outcome
 
-VOTES = [("true", "True"), ("false", "False"), ("env_error", "Env_ERROR"), ("abstain", "Abstain")]
+
+class VoteValue(models.TextChoices):
+    TRUE = "true", "True"
+    FALSE = "false", "False"
+    ENV_ERROR = "env_error", "Env_ERROR"
+    ABSTAIN = "abstain", "Abstain"
 
 
 class Vote(models.Model):
-    SYSTEMS = [("A", "A · terminal state"), ("B", "B · milestones"), ("C", "C · path plausibility")]
+    class System(models.TextChoices):
+        A = "A", "A · terminal state"
+        B = "B", "B · milestones"
+        C = "C", "C · path plausibility"
+
     trajectory = models.ForeignKey("flywheel.Trajectory", on_delete=models.CASCADE, related_name="votes")
-    system = models.CharField(max_length=1, choices=SYSTEMS)
-    vote = models.CharField(max_length=10, choices=VOTES)
+    system = models.CharField(max_length=1, choices=System)
+    vote = models.CharField(max_length=10, choices=VoteValue)
     safety_violation = models.CharField(max_length=200, blank=True)
     rationale = models.TextField(blank=True)
     details = models.JSONField(default=dict, blank=True)
@@ -26,7 +35,7 @@ class Verdict(models.Model):
 
     trajectory = models.ForeignKey("flywheel.Trajectory", on_delete=models.CASCADE,
                                    related_name="verdicts")
-    outcome = models.CharField(max_length=12, choices=VERDICTS)
+    outcome = models.CharField(max_length=12, choices=Outcome)
     safety_vetoed = models.BooleanField(default=False)
     rationale = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -36,13 +45,16 @@ class Verdict(models.Model):
 
 
 class Adjudication(models.Model):
-    DECISIONS = [("correct", "Correct → SFT"), ("wrong", "Wrong → ECDM"),
-                 ("environment", "Environment issue → Env_ERROR branch")]
+    class Decision(models.TextChoices):
+        CORRECT = "correct", "Correct → SFT"
+        WRONG = "wrong", "Wrong → ECDM"
+        ENVIRONMENT = "environment", "Environment issue → Env_ERROR branch"
+
     trajectory = models.ForeignKey("flywheel.Trajectory", on_delete=models.CASCADE,
                                    related_name="adjudications")
     adjudicator = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     claimed_until = models.DateTimeField(null=True, blank=True)
-    decision = models.CharField(max_length=12, choices=DECISIONS, blank=True)
+    decision = models.CharField(max_length=12, choices=Decision, blank=True)
     note = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)
@@ -70,13 +82,20 @@ class Attribution(models.Model):
 class Repair(models.Model):
     """An ECDM repair (§2.5.2): step-level correction, RQA, or counterfactual derivation."""
 
-    PATHS = [("step", "Step-level correction"), ("rqa", "Retroactive query alignment"),
-             ("counterfactual", "Counterfactual derivation")]
-    STATUSES = [("pending", "Pending"), ("needs_human", "Needs human"), ("done", "Done"),
-                ("failed", "Failed")]
+    class Path(models.TextChoices):
+        STEP = "step", "Step-level correction"
+        RQA = "rqa", "Retroactive query alignment"
+        COUNTERFACTUAL = "counterfactual", "Counterfactual derivation"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        NEEDS_HUMAN = "needs_human", "Needs human"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
     trajectory = models.ForeignKey("flywheel.Trajectory", on_delete=models.CASCADE,
                                    related_name="repairs")
-    path = models.CharField(max_length=15, choices=PATHS)
+    path = models.CharField(max_length=15, choices=Path)
     step_index = models.PositiveIntegerField(null=True, blank=True)
     teacher_output = models.JSONField(null=True, blank=True)
     confidence = models.FloatField(null=True, blank=True)
@@ -85,7 +104,7 @@ class Repair(models.Model):
                                     on_delete=models.SET_NULL)
     derived_query = models.ForeignKey("flywheel.Query", null=True, blank=True,
                                       on_delete=models.SET_NULL, related_name="derived_from_repairs")
-    status = models.CharField(max_length=12, choices=STATUSES, default="pending")
+    status = models.CharField(max_length=12, choices=Status, default="pending")
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):

@@ -15,17 +15,24 @@ class CptEntry(models.Model):
         verbose_name = "CPT pool entry"
         verbose_name_plural = "CPT pool"
 
+    def __str__(self):
+        return f"CPT sample of step #{self.step_id}"
+
 
 class SftEntry(models.Model):
     # Semi-automatic trajectories are verified by a person at every step and go straight to the
     # SFT pool (§2.3.1) without HTSC. They get their own intake so the three HTSC intakes stay
     # pure: provenance (human-verified gold vs. judged data) survives into training exports, and
     # statistics of the HTSC routing are not inflated by trajectories HTSC never saw.
-    INTAKES = [("htsc_true", "HTSC True"), ("adjudicated", "Adjudicated correct"),
-               ("ecdm_repaired", "ECDM repaired"), ("semi_auto_verified", "Semi-automatic, verified")]
+    class Intake(models.TextChoices):
+        HTSC_TRUE = "htsc_true", "HTSC True"
+        ADJUDICATED = "adjudicated", "Adjudicated correct"
+        ECDM_REPAIRED = "ecdm_repaired", "ECDM repaired"
+        SEMI_AUTO_VERIFIED = "semi_auto_verified", "Semi-automatic, verified"
+
     trajectory = models.ForeignKey("flywheel.Trajectory", on_delete=models.PROTECT,
                                    related_name="sft_entries")
-    intake = models.CharField(max_length=20, choices=INTAKES)
+    intake = models.CharField(max_length=20, choices=Intake)
     repair = models.ForeignKey("flywheel.Repair", null=True, blank=True, on_delete=models.PROTECT)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -35,12 +42,19 @@ class SftEntry(models.Model):
         constraints = [models.UniqueConstraint(fields=["trajectory", "intake"],
                                                name="one_sft_entry_per_intake")]
 
+    def __str__(self):
+        return f"SFT: trajectory #{self.trajectory_id} ({self.intake})"
+
 
 class RlQueryEntry(models.Model):
-    STATES = [("banked", "Banked (Phase 0)"), ("active", "Active"), ("retired", "Retired"),
-              ("left", "Left the pool")]
+    class State(models.TextChoices):
+        BANKED = "banked", "Banked (Phase 0)"
+        ACTIVE = "active", "Active"
+        RETIRED = "retired", "Retired"
+        LEFT = "left", "Left the pool"
+
     query = models.OneToOneField("flywheel.Query", on_delete=models.PROTECT, related_name="rl_entry")
-    state = models.CharField(max_length=8, choices=STATES, default="banked", db_index=True)
+    state = models.CharField(max_length=8, choices=State, default="banked", db_index=True)
     channel = models.CharField(max_length=30, default="phase0",
                                help_text="cold-start screening, routing, business, badcase, derived")
     phase0_features = models.JSONField(default=dict, blank=True)
@@ -52,6 +66,9 @@ class RlQueryEntry(models.Model):
         verbose_name = "RL query pool entry"
         verbose_name_plural = "RL query pool"
 
+    def __str__(self):
+        return f"RL pool: query #{self.query_id} ({self.state})"
+
 
 class RlRollout(models.Model):
     """One group of G rollouts of a model version over an RL-pool query, and what it decided."""
@@ -61,3 +78,6 @@ class RlRollout(models.Model):
     outcomes = models.JSONField(default=list, help_text="per-rollout verdicts")
     decision = models.CharField(max_length=8, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"{len(self.outcomes)} rollouts of RL entry #{self.entry_id}: {self.decision or 'pending'}"

@@ -2,42 +2,56 @@
 from django.conf import settings
 from django.db import models
 
-TIERS = [("L1", "L1 step-by-step"), ("L2", "L2 explicit goal"), ("L3", "L3 ambiguous")]
-RISKS = [("low", "Low"), ("medium", "Medium"), ("high", "High")]
-SOURCES = [("synthesized", "Synthesized"), ("external", "External"), ("derived", "Derived"),
-           ("rqa", "RQA rewrite")]
+
+class Tier(models.TextChoices):
+    L1 = "L1", "L1 step-by-step"
+    L2 = "L2", "L2 explicit goal"
+    L3 = "L3", "L3 ambiguous"
+
+
+class Risk(models.TextChoices):
+    LOW = "low", "Low"
+    MEDIUM = "medium", "Medium"
+    HIGH = "high", "High"
+
+
+class Source(models.TextChoices):
+    SYNTHESIZED = "synthesized", "Synthesized"
+    EXTERNAL = "external", "External"
+    DERIVED = "derived", "Derived"
+    RQA = "rqa", "RQA rewrite"
 
 
 class Query(models.Model):
-    STATUSES = [
-        ("ready", "Ready"),            # may be collected
-        ("in_progress", "In progress"),
-        ("review", "Needs review"),    # sent back, e.g. "not executable"
-        ("done", "Done"),
-        ("rejected", "Rejected"),      # removed by a gate, with a reason
-    ]
+    class Status(models.TextChoices):
+        READY = "ready", "Ready"
+        IN_PROGRESS = "in_progress", "In progress"
+        REVIEW = "review", "Needs review"
+        DONE = "done", "Done"
+        REJECTED = "rejected", "Rejected"
+
     key = models.CharField(max_length=200, unique=True)
     text = models.TextField()
     apps = models.ManyToManyField("flywheel.App", related_name="queries", through="QueryApp")
     functions = models.ManyToManyField("flywheel.FunctionNode", related_name="queries", blank=True,
                                        through="QueryFunction")
-    tier = models.CharField(max_length=2, choices=TIERS)
+    tier = models.CharField(max_length=2, choices=Tier)
     subclass = models.CharField(max_length=60, blank=True)
     persona = models.CharField(max_length=60, blank=True)
     capabilities = models.JSONField(default=list, blank=True)
     labels = models.JSONField(default=dict, blank=True, help_text="Table 4 labels")
-    risk = models.CharField(max_length=6, choices=RISKS, default="low")
+    risk = models.CharField(max_length=6, choices=Risk, default="low")
     prerequisites = models.JSONField(default=list, blank=True)
     requirements = models.JSONField(default=dict, blank=True,
                                     help_text="What a phone must offer: apps, accounts, resolution")
-    source = models.CharField(max_length=12, choices=SOURCES, default="synthesized")
+    source = models.CharField(max_length=12, choices=Source, default="synthesized")
     tags = models.JSONField(default=list, blank=True)
     known_path = models.JSONField(null=True, blank=True)
     reset = models.JSONField(default=dict, blank=True)
     verification = models.JSONField(default=dict,
                                     help_text="terminal checks (System A), milestones, veto, clarify")
     gate_results = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=12, choices=STATUSES, default="ready", db_index=True)
+    status = models.CharField(max_length=12, choices=Status, default="ready", db_index=True)
     status_reason = models.TextField(blank=True)
     assignee = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                  on_delete=models.SET_NULL, related_name="assigned_queries")
@@ -80,6 +94,9 @@ class QueryApp(models.Model):
         ordering = ["position"]
         constraints = [models.UniqueConstraint(fields=["query", "app"], name="unique_query_app")]
 
+    def __str__(self):
+        return f"query #{self.query_id} → app #{self.app_id}"
+
 
 class QueryFunction(models.Model):
     query = models.ForeignKey(Query, on_delete=models.CASCADE, related_name="function_links")
@@ -90,3 +107,6 @@ class QueryFunction(models.Model):
         ordering = ["position"]
         constraints = [models.UniqueConstraint(fields=["query", "function"],
                                                name="unique_query_function")]
+
+    def __str__(self):
+        return f"query #{self.query_id} → function #{self.function_id}"

@@ -2,6 +2,8 @@
 from django.conf import settings
 from django.db import models
 
+from flywheel.models.trajectories import Line
+
 
 class ModelVersion(models.Model):
     """A policy/judge/Teacher model and how it is served.
@@ -10,9 +12,12 @@ class ModelVersion(models.Model):
     imports flow devices ← flywheel ← training; training runs produce rows of this table.
     """
 
-    KINDS = [("offline", "Built-in offline"), ("endpoint", "OpenAI-compatible endpoint")]
+    class Kind(models.TextChoices):
+        OFFLINE = "offline", "Built-in offline"
+        ENDPOINT = "endpoint", "OpenAI-compatible endpoint"
+
     name = models.CharField(max_length=200, unique=True)
-    kind = models.CharField(max_length=10, choices=KINDS, default="offline")
+    kind = models.CharField(max_length=10, choices=Kind, default="offline")
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="children")
     endpoint_url = models.URLField(blank=True)
@@ -30,17 +35,19 @@ class ModelVersion(models.Model):
 class CollectionRun(models.Model):
     """One launch of a collection line over a set of queries (§2.3)."""
 
-    STATUSES = [("queued", "Queued"), ("running", "Running"), ("done", "Done"),
-                ("cancelled", "Cancelled"), ("failed", "Failed")]
-    line = models.CharField(max_length=16, choices=[
-        ("semi_auto", "Semi-automatic"), ("automatic", "Automatic"),
-        ("schema", "Schema-guided"), ("external", "External replay"),
-        ("rl", "RL rollout"), ("benchmark", "Benchmark")])
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        CANCELLED = "cancelled", "Cancelled"
+        FAILED = "failed", "Failed"
+
+    line = models.CharField(max_length=16, choices=Line)
     model_version = models.ForeignKey(ModelVersion, null=True, blank=True, on_delete=models.PROTECT)
     query_filter = models.JSONField(default=dict, blank=True)
     config = models.JSONField(default=dict, blank=True,
                               help_text="phones, repeats, anomaly rates, stop conditions")
-    status = models.CharField(max_length=10, choices=STATUSES, default="queued", db_index=True)
+    status = models.CharField(max_length=10, choices=Status, default="queued", db_index=True)
     total = models.PositiveIntegerField(default=0)
     completed = models.PositiveIntegerField(default=0)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,

@@ -2,39 +2,54 @@
 from django.conf import settings
 from django.db import models
 
-LINES = [
-    ("semi_auto", "Semi-automatic"), ("automatic", "Automatic"), ("schema", "Schema-guided"),
-    ("external", "External replay"), ("rl", "RL rollout"), ("benchmark", "Benchmark"),
-]
-VERDICTS = [
-    ("pending", "Pending"), ("true", "True"), ("false", "False"),
-    ("env_error", "Env_ERROR"), ("undetermined", "Undetermined"),
-]
-DESTINATIONS = [
-    ("", "Not routed yet"), ("sft", "SFT pool"), ("ecdm", "ECDM queue"),
-    ("env_healing", "Env self-healing + re-collection"), ("adjudication", "Adjudication queue"),
-]
+
+class Line(models.TextChoices):
+    SEMI_AUTO = "semi_auto", "Semi-automatic"
+    AUTOMATIC = "automatic", "Automatic"
+    SCHEMA = "schema", "Schema-guided"
+    EXTERNAL = "external", "External replay"
+    RL = "rl", "RL rollout"
+    BENCHMARK = "benchmark", "Benchmark"
+
+
+class Outcome(models.TextChoices):
+    PENDING = "pending", "Pending"
+    TRUE = "true", "True"
+    FALSE = "false", "False"
+    ENV_ERROR = "env_error", "Env_ERROR"
+    UNDETERMINED = "undetermined", "Undetermined"
+
+
+class Destination(models.TextChoices):
+    NONE = "", "Not routed yet"
+    SFT = "sft", "SFT pool"
+    ECDM = "ecdm", "ECDM queue"
+    ENV_HEALING = "env_healing", "Env self-healing + re-collection"
+    ADJUDICATION = "adjudication", "Adjudication queue"
 
 
 class Trajectory(models.Model):
-    STATUSES = [
-        ("running", "Running"), ("paused", "Paused"), ("completed", "Completed"),
-        ("interrupted", "Interrupted"), ("not_executable", "Not executable"),
-    ]
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        PAUSED = "paused", "Paused"
+        COMPLETED = "completed", "Completed"
+        INTERRUPTED = "interrupted", "Interrupted"
+        NOT_EXECUTABLE = "not_executable", "Not executable"
+
     query = models.ForeignKey("flywheel.Query", on_delete=models.PROTECT, related_name="trajectories")
     run = models.ForeignKey("flywheel.CollectionRun", null=True, blank=True,
                             on_delete=models.SET_NULL, related_name="trajectories")
     device = models.ForeignKey("devices.Device", null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="trajectories")
-    line = models.CharField(max_length=10, choices=LINES, db_index=True)
+    line = models.CharField(max_length=10, choices=Line, db_index=True)
     model_version = models.ForeignKey("flywheel.ModelVersion", null=True, blank=True,
                                       on_delete=models.PROTECT, related_name="trajectories")
     annotator = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                   on_delete=models.SET_NULL, related_name="trajectories")
-    status = models.CharField(max_length=15, choices=STATUSES, default="running", db_index=True)
+    status = models.CharField(max_length=15, choices=Status, default="running", db_index=True)
     stop_reason = models.CharField(max_length=200, blank=True)
-    verdict = models.CharField(max_length=12, choices=VERDICTS, default="pending", db_index=True)
-    destination = models.CharField(max_length=12, choices=DESTINATIONS, blank=True, db_index=True)
+    verdict = models.CharField(max_length=12, choices=Outcome, default="pending", db_index=True)
+    destination = models.CharField(max_length=12, choices=Destination, blank=True, db_index=True)
     memory = models.JSONField(default=list, blank=True, help_text="take_notes items")
     consistency_issues = models.JSONField(
         default=list, blank=True, help_text="open findings of the bi-directional consistency gate (§2.3.6)")

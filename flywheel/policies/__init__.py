@@ -3,9 +3,9 @@
     policy = policy_for(model_version)        # None → the built-in offline policy
     proposal = policy.propose(state)          # Proposal, or PolicyError (with model_io kept)
 """
-from .base import Policy, PolicyError, PolicyState, Proposal
-from .endpoint import EndpointPolicy, check_endpoint_health
-from .offline import OfflinePolicy
+from flywheel.policies.base import Policy, PolicyError, PolicyState, Proposal
+from flywheel.policies.endpoint import EndpointPolicy, check_endpoint_health
+from flywheel.policies.offline import OfflinePolicy
 
 OFFLINE_POLICY_NAME = "offline-rules-v1"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from flywheel.agent_protocol import HistoryEntry
+from flywheel.policies.protocol import HistoryEntry
 
 
 @dataclass

@@ -14,9 +14,8 @@ import time
 import urllib.error
 import urllib.request
 
-from flywheel.agent_protocol import DEFAULT_COORDS, DEFAULT_K, ProtocolError, build_messages, parse_output
-
-from .base import PolicyError, PolicyState, Proposal
+from flywheel.policies.base import PolicyError, PolicyState, Proposal
+from flywheel.policies.protocol import DEFAULT_COORDS, DEFAULT_K, ProtocolError, build_messages, parse_output
 
 # The pinned defaults; a ModelVersion's `sampling` may override these keys only.
 PINNED_SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 1024, "seed": 0}

@@ -1,6 +1,6 @@
 """Run a policy alone on one phone for one task (no person, nothing persisted).
 
-Used to measure a policy (bench/offline_policy.py, tests) with the very executor and safety audit
+Used to measure a policy (perf/offline_policy.py, tests) with the very executor and safety audit
 that the collection lines use.
 """
 from __future__ import annotations
@@ -8,13 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from devices.executor import ActionExecutor
+from devices.observation import observe
 from devices.reset import reset_phone
-from flywheel.agent_protocol import HistoryEntry
-from flywheel.stepping import observe
-
-from .base import PolicyError, PolicyState
-
-ENDING_ACTIONS = ("terminate", "call_user", "clarify")
+from flywheel.policies.base import PolicyError, PolicyState
+from flywheel.policies.protocol import AGENT_STOPS, HistoryEntry
 
 
 @dataclass
@@ -48,7 +45,7 @@ def run_episode(phone, task: dict, policy, max_steps: int = 20, k: int = 5) -> E
             episode.outcome = f"error: {result.reason or result.error}"
             return episode
         history.append(HistoryEntry(cot=proposal.cot, action=result.action))
-        if result.action["action"] in ENDING_ACTIONS:
+        if result.action["action"] in AGENT_STOPS:  # alone, nobody answers a clarify
             status = result.action.get("status", "")
             episode.outcome = f"{result.action['action']}:{status}" if status else result.action["action"]
             episode.answer = result.action.get("answer", "")

@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 
 from devices.uitree import UiNode, all_nodes, parse_hierarchy
-from flywheel.agent_protocol import describe_action
-from flywheel.consistency import words
-
-from .base import PolicyState, Proposal
-from .narration import NOISE, narrated_steps
+from flywheel.policies.base import PolicyState, Proposal
+from flywheel.policies.narration import NOISE, narrated_steps
+from flywheel.policies.protocol import describe_action
+from flywheel.rules.consistency import words
 
 MAX_STEPS = 20
 MAX_SEARCH_SCROLLS = 3

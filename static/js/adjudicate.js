@@ -1,6 +1,8 @@
-// Keyboard-driven step player for adjudication: ←/→ move between steps, 1/2/3 decide,
-// N focuses the note, Esc releases the claim.
+// Step player for adjudication: ←/→ move between steps (registered with shortcuts.js).
+// The other keys are in the markup (data-shortcut): 1/2/3 decide, N focuses the note,
+// Esc releases the claim.
 (function () {
+  "use strict";
   const player = document.getElementById("player");
   const frames = player ? Array.from(player.querySelectorAll(".frame")) : [];
   let current = 0;
@@ -19,19 +21,9 @@
     rect.setAttribute("height", y2 - y1);
   });
 
-  document.addEventListener("keydown", (event) => {
-    if (event.target.closest("textarea, input")) {
-      if (event.key === "Escape") event.target.blur();
-      return;
-    }
-    if (event.key === "ArrowRight") show(current + 1);
-    else if (event.key === "ArrowLeft") show(current - 1);
-    else if (event.key === "n" || event.key === "N") { event.preventDefault(); document.getElementById("note").focus(); }
-    else if (event.key === "Escape") document.querySelector("form.inline button").click();
-    else {
-      const button = document.querySelector(`#decision-form button[data-key="${event.key}"]`);
-      if (button) button.click();
-    }
-  });
+  if (frames.length) {
+    window.Shortcuts.on("ArrowRight", () => show(current + 1));
+    window.Shortcuts.on("ArrowLeft", () => show(current - 1));
+  }
   show(0);
 })();

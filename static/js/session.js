@@ -13,7 +13,7 @@
   const FIELDS = {
     click: ["point"], double_click: ["point"], type: ["text", "point"], system_button: ["button"],
     swipe: ["direction"], drag: [], long_press: ["point"], open: ["app"], set_scroll_widget: ["point", "value"],
-    take_notes: ["text"], wait: ["seconds"], terminate: ["status", "answer"], clarify: ["question", "choices"],
+    take_notes: ["text"], wait: ["seconds"], terminate: ["status", "answer"], clarify: ["question", "choices", "reply"],
     call_user: ["reason"],
   };
   const KEYS = {c: "click", d: "double_click", t: "type", b: "system_button", s: "swipe", g: "drag",
@@ -232,7 +232,9 @@
     say("Executing…");
     tagBoxes.forEach((box) => { cot[box.dataset.tag] = box.value; });
     try {
-      const response = await post(data.urls.execute, {step: data.step, action, cot, by_hand: Boolean(handMade)});
+      // A clarify is answered by the annotator, who plays the user; the session then goes on.
+      const reply = action.action === "clarify" ? $("f-reply").value.trim() : "";
+      const response = await post(data.urls.execute, {step: data.step, action, cot, reply, by_hand: Boolean(handMade)});
       const answer = await response.json();
       if (!answer.ok) { say(answer.error, true); return; }
       window.sessionNavigating = true;  // our own reload is not "leaving the page"
@@ -258,33 +260,34 @@
   });
   document.querySelectorAll("form").forEach((form) => form.addEventListener("submit", () => { window.sessionNavigating = true; }));
 
-  // -- keys ---------------------------------------------------------------------------------------
-  document.addEventListener("keydown", (event) => {
-    const inField = event.target.closest("input, textarea, select");
-    const key = event.key;
-    if (key === "Enter" && (event.ctrlKey || event.metaKey || (inField && inField.tagName === "INPUT" && inField.id.startsWith("f-")) || !inField)) {
-      event.preventDefault(); confirm(); return;
-    }
-    if ((key === "z" || key === "Z") && (event.ctrlKey || event.metaKey) && !inField) { event.preventDefault(); undo(); return; }
-    if (inField) { if (key === "Escape") inField.blur(); return; }
-    if (event.ctrlKey || event.metaKey || event.altKey) return;
-    const lower = key.toLowerCase();
-    if (lower === "z") { undo(); return; }
-    if (key === "Escape") { snapshot(); action = JSON.parse(JSON.stringify(original)); cot = Object.assign({}, originalCot); render(); say("Back to the proposal."); return; }
-    if (lower === "h") { toggleHand(); return; }
-    if (lower === "r") { event.preventDefault(); (tagBoxes.find((b) => b.dataset.tag === "Decision") || tagBoxes[0]).focus(); return; }
-    if (key === "?") { $("shortcuts").open = !$("shortcuts").open; return; }
-    if (KEYS[lower]) { setType(KEYS[lower]); say(`Action: ${KEYS[lower]}`); return; }
-    const nudge = {ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1]}[key];
-    if (nudge && action.point) {
-      event.preventDefault();
-      snapshot();
-      const step = event.shiftKey ? 25 : 5;
-      action.point = [Math.min(W - 1, Math.max(0, action.point[0] + nudge[0] * step)), Math.min(H - 1, Math.max(0, action.point[1] + nudge[1] * step))];
-      action.coords = "pixel";
-      render();
-    }
+  // -- keys (through shortcuts.js; the page lists them) --------------------------------------------
+  const keys = window.Shortcuts;
+  // Enter confirms; while typing it confirms only from the action's own inputs (f-*), so Enter in
+  // the reasoning still makes a new line. Ctrl+Enter confirms from anywhere.
+  keys.on("Enter", (event, field) => {
+    if (field && !(field.tagName === "INPUT" && field.id.startsWith("f-"))) return false;
+    confirm();
+  }, {allowInFields: true});
+  keys.on("Enter", () => { confirm(); }, {allowInFields: true, ctrl: true});
+  keys.on("z", undo);
+  keys.on("z", undo, {ctrl: true});  // not in fields: there Ctrl+Z undoes the typing
+  keys.on("Escape", () => {
+    snapshot(); action = JSON.parse(JSON.stringify(original)); cot = Object.assign({}, originalCot);
+    render(); say("Back to the proposal.");
   });
+  keys.on("h", toggleHand);
+  keys.on("r", () => { (tagBoxes.find((b) => b.dataset.tag === "Decision") || tagBoxes[0]).focus(); });
+  keys.on("?", () => { $("shortcuts").open = !$("shortcuts").open; });
+  Object.entries(KEYS).forEach(([key, name]) => keys.on(key, () => { setType(name); say(`Action: ${name}`); }));
+  const NUDGES = {ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1]};
+  Object.entries(NUDGES).forEach(([key, nudge]) => keys.on(key, (event) => {
+    if (!action.point) return false;  // nothing to move: let the page scroll
+    snapshot();
+    const step = event.shiftKey ? 25 : 5;
+    action.point = [Math.min(W - 1, Math.max(0, action.point[0] + nudge[0] * step)), Math.min(H - 1, Math.max(0, action.point[1] + nudge[1] * step))];
+    action.coords = "pixel";
+    render();
+  }));
 
   bindFields();
   render();

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from devices.simulator.farm import Farm
-from devices.simulator.serve import ServerThread
+from simfarm.farm import Farm
+from simfarm.serve import ServerThread
 
-TASKS = Path(__file__).resolve().parents[2] / "devices" / "simulator" / "tasks" / "tasks.jsonl"
+TASKS = Path(__file__).resolve().parents[2] / "simfarm" / "tasks" / "tasks.jsonl"
 
 
 def farm_task(key):
@@ -43,7 +43,7 @@ def farm_devices(thread_farm):
 def import_task():
     def load(key, **changes):
         from flywheel.models import Query
-        from flywheel.query_io import import_queries
+        from flywheel.queries.jsonl import import_queries
 
         import_queries(json.dumps({**farm_task(key), **changes}))
         return Query.objects.get(key=key)

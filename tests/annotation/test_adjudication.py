@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from annotation import adjudication
 from flywheel.blobs import store_blob
-from flywheel.calibration import consensus_rate_by_day, system_agreement
+from flywheel.evaluation.calibration import consensus_rate_by_day, system_agreement
 from flywheel.models import Query, SftEntry, Step, Trajectory, Verdict, Vote
 from tests.conftest import PASSWORD
 
@@ -106,17 +106,22 @@ def test_the_adjudication_flow_in_a_real_browser(role_users, asgi_server, browse
     page.fill("input[name=password]", PASSWORD)
     page.click("button[type=submit]")
     page.wait_for_url(asgi_server + "/adjudication/")
-    page.keyboard.press("n")
+    page.keyboard.press("n")                               # data-shortcut="n" through shortcuts.js
     page.wait_for_url(f"{asgi_server}/adjudication/{trajectory.pk}/")
     assert "C says false" in page.get_by_test_id("vote-C").inner_text()
     assert page.locator("#step-number").inner_text() == "1"
     assert page.locator(".frame:not([hidden]) img").first.evaluate("img => img.naturalWidth") == 108
     page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    assert page.locator("#step-number").inner_text() == "3"
+    page.keyboard.press("ArrowLeft")
     assert page.locator("#step-number").inner_text() == "2"
     assert "screen 1" in page.locator(".frame:not([hidden]) .reasoning").inner_text()
     page.keyboard.press("n")
-    page.keyboard.type("switch turned on in the after frame")
-    page.keyboard.press("Escape")
+    assert page.evaluate("document.activeElement.id") == "note"
+    page.keyboard.type("switch turned on in the after frame")  # its n and 1-3 keys are typed, not shortcuts
+    page.keyboard.press("Escape")                               # leaves the note; does not release
+    assert page.evaluate("document.activeElement === document.body")
     page.keyboard.press("1")
     page.wait_for_url(asgi_server + "/adjudication/")
     assert "1 recorded" not in page.content() and "correct recorded" in page.content()

@@ -1,6 +1,6 @@
 """A real browser: an annotator verifies a multi-step task on the virtual farm with confirms (Enter
-and button), a drag of the tap box, an undone type change, a text edit and a tap by hand; the
-trajectory lands in the SFT pool with its edits recorded."""
+and button), a drag of the tap box, an undone type change, a text edit, a tap by hand, and pause,
+resume and other page keys (shortcuts.js); the trajectory lands in the SFT pool with its edits recorded."""
 import pytest
 
 from tests.conftest import PASSWORD
@@ -35,6 +35,22 @@ def test_annotator_confirms_drags_and_edits_text_into_the_sft_pool(role_users, f
                            " return c && c.phoneScreen && c.phoneScreen.frames > 0; }", timeout=20000)
 
     wait_for_step(page, 0)                                      # open Notes: confirm with Enter
+    assert page.get_by_test_id("action-type").input_value() == "open"
+    # The live screen is full size beside the step's frame: same width, same top, to its right.
+    frame, live = page.get_by_test_id("screen").bounding_box(), page.get_by_test_id("live-screen").bounding_box()
+    assert abs(live["width"] - frame["width"]) <= 2 and abs(live["y"] - frame["y"]) <= 2
+    assert live["x"] >= frame["x"] + frame["width"] and abs(live["height"] - frame["height"]) <= 4
+    page.keyboard.press("x")                                    # X focuses the not-executable reason...
+    assert page.evaluate("document.activeElement.id") == "not-executable-reason"
+    assert page.get_by_test_id("not-executable-reason").input_value() == ""
+    page.keyboard.press("Escape")                               # ...Esc leaves it without acting
+    assert page.evaluate("document.activeElement === document.body")
+    page.keyboard.press("?")
+    assert page.get_by_test_id("shortcuts").get_attribute("open") is not None
+    page.keyboard.press("p")                                    # P pauses (the phone goes back)...
+    page.wait_for_selector("[data-testid=resume]", timeout=30000)
+    page.keyboard.press("p")                                    # ...and P resumes the same session
+    wait_for_step(page, 0)
     assert page.get_by_test_id("action-type").input_value() == "open"
     page.keyboard.press("Enter")
 

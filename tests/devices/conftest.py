@@ -10,20 +10,21 @@ import importlib.util
 import pytest
 
 from devices.phone import PhoneConnection
+from tests.devices.streaming_fixtures import screen_phones  # noqa: F401  (a fixture for the modules here)
 from tests.farm import running_farm
 
 FARM_DEVICES = 2
 
 
 def farm_is_built() -> bool:
-    return importlib.util.find_spec("devices.simulator.farm") is not None
+    return importlib.util.find_spec("simfarm.farm") is not None
 
 
 @pytest.fixture(scope="session")
 def farm(tmp_path_factory):
-    """(port, serials) of `python -m devices.simulator --devices 2 --port 0 --seed 0`."""
+    """(port, serials) of `python -m simfarm --devices 2 --port 0 --seed 0`."""
     if not farm_is_built():
-        pytest.skip("the virtual farm (devices/simulator/farm.py) is not built yet")
+        pytest.skip("the virtual farm (simfarm/farm.py) is not built yet")
     log_path = tmp_path_factory.mktemp("device-farm") / "farm.log"
     with running_farm(FARM_DEVICES, seed=0, log_path=log_path) as running:
         yield running.port, running.serials
@@ -40,7 +41,7 @@ def phone(farm):
 
 
 def _clean(connection):
-    from devices.anomalies import clear_anomalies
+    from devices.anomaly_injection import clear_anomalies
 
     clear_anomalies(connection)
     packages = [line.split(":", 1)[1] for line in connection.shell("pm list packages").split()

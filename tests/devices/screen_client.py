@@ -5,8 +5,8 @@ from channels.db import database_sync_to_async  # closes the DB connections it o
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
+from config.asgi import application
 from devices.streaming.frames import unpack
-from flywheel.asgi import application
 
 
 def session_cookie_for(user):

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from devices.audit import AuditRule, audit, find_card_numbers, find_id_numbers, luhn_valid, secrets_in
+from devices.audit import AuditRule, audit
+from devices.sensitive_text import find_card_numbers, find_id_numbers, luhn_valid, secrets_in
 
 SCREENS = Path(__file__).parent / "screens"
 DEFAULTS = importlib.import_module("devices.migrations.0003_default_safety_rules").DEFAULT_RULES

@@ -9,7 +9,7 @@ from devices import leases
 from devices.models import Device, Lease
 from tests.conftest import PASSWORD
 from tests.devices.screen_client import element_center
-from tests.devices.streaming_fixtures import connection, farm_control, screen_phones  # noqa: F401
+from tests.devices.streaming_fixtures import connection, farm_control
 
 pytestmark = [pytest.mark.farm, pytest.mark.django_db(transaction=True)]
 

@@ -8,7 +8,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from devices import health, leases, scheduling
-from devices.models import Device, Lease, WorkItem
+from devices.models import Device, Lease
 from devices.profiles import resolution_class, unmet_requirements
 
 

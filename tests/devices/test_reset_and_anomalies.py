@@ -3,7 +3,14 @@ import random
 
 import pytest
 
-from devices.anomalies import KINDS, AnomalyError, anomaly_command, clear_anomalies, inject_anomaly, maybe_inject
+from devices.anomaly_injection import (
+    KINDS,
+    AnomalyError,
+    anomaly_command,
+    clear_anomalies,
+    inject_anomaly,
+    maybe_inject,
+)
 from devices.reset import ResetError, reset_phone, step_context, validate_spec
 from tests.devices.conftest import find, texts
 

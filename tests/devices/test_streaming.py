@@ -8,9 +8,8 @@ from PIL import Image
 
 from devices.streaming import consumer as screen_consumer
 from devices.streaming import control
-from tests.devices.screen_client import (element_center, open_screen, receive, receive_frame,
-                                         receive_json)
-from tests.devices.streaming_fixtures import connection, farm_control, screen_phones  # noqa: F401
+from tests.devices.screen_client import element_center, open_screen, receive, receive_frame, receive_json
+from tests.devices.streaming_fixtures import connection, farm_control
 
 pytestmark = [pytest.mark.farm, pytest.mark.django_db(transaction=True)]
 

@@ -10,8 +10,7 @@ from PIL import Image
 
 from devices.streaming import scrcpy
 from devices.streaming.frames import Frame, Picture, fit_size, pack, png_size, unpack
-from devices.streaming.sources import (ScreencapSource, SourceUnavailable, configured_source_name,
-                                       open_source)
+from devices.streaming.sources import ScreencapSource, SourceUnavailable, configured_source_name, open_source
 
 
 def png_of(size, color):

@@ -4,7 +4,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from devices.registry import discover_devices
-from flywheel.collection.runs import LINES, drive_host, launch_run, refresh_progress
+from flywheel.collection.runs import LINES, drive_host, launch_run, refresh_progress, selection_hint
 from flywheel.models import CollectionRun, ModelVersion
 
 
@@ -51,7 +51,8 @@ class Command(BaseCommand):
         discover_devices()
         run = launch_run(options["line"], query_filter, version, config, dispatch=not options["inline"])
         if run.total == 0:
-            raise CommandError("no query matches that selection")
+            run.delete()
+            raise CommandError(f"No query matches that selection; nothing was launched. {selection_hint()}")
         self.stdout.write(f"{run} launched: {run.total} trajectories to collect")
         if options["inline"]:
             from django.conf import settings
@@ -63,7 +64,7 @@ class Command(BaseCommand):
                 refresh_progress(run.pk)
                 run = CollectionRun.objects.get(pk=run.pk)
                 self.stdout.write(f"  {run.completed}/{run.total} ({run.get_status_display()})")
-                if run.status in ("done", "cancelled", "failed"):
+                if run.status in (CollectionRun.Status.DONE, CollectionRun.Status.CANCELLED, CollectionRun.Status.FAILED):
                     break
                 time.sleep(2)
             destinations = {}

@@ -3,7 +3,7 @@ import sys
 from django.core.management.base import BaseCommand
 
 from flywheel.models import Query
-from flywheel.query_io import export_queries
+from flywheel.queries.jsonl import export_queries
 
 
 class Command(BaseCommand):

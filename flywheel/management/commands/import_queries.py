@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from flywheel.query_io import QueryImportError, import_queries
+from flywheel.queries.jsonl import QueryImportError, import_queries
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 """`python manage.py rl_pool bank`: Phase 0 — bank naturally difficult queries in the RL pool."""
 from django.core.management.base import BaseCommand
 
-from flywheel.rl_pool import bank_phase0
+from flywheel.pools.rl import bank_phase0
 
 
 class Command(BaseCommand):

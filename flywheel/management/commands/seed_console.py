@@ -1,31 +1,38 @@
-"""First-run content: the built-in offline policy and the virtual farm's task set. Safe to rerun."""
+"""First-run content: the built-in offline policy and, when given, a task set. Safe to rerun.
+
+The task set is named by the caller (`make up` passes the virtual farm's own file when it starts
+the farm): the product never knows where a test bed keeps its tasks.
+"""
 from pathlib import Path
 
-from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from flywheel.models import ModelVersion, Query
 from flywheel.policies import OFFLINE_POLICY_NAME
-from flywheel.query_io import QueryImportError, import_queries
-
-TASK_SET_DIR = Path(settings.BASE_DIR) / "devices" / "simulator" / "tasks"
+from flywheel.queries.jsonl import QueryImportError, import_queries
 
 
 class Command(BaseCommand):
-    help = "Register the offline policy and import the virtual farm's task set when no queries exist."
+    help = "Register the offline policy; import the given task set(s) when no queries exist yet."
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument("--tasks", action="append", default=[], metavar="FILE.jsonl",
+                            help="a query file to import on an empty database (repeatable)")
+
+    def handle(self, *args, tasks, **options):
         ModelVersion.objects.get_or_create(name=OFFLINE_POLICY_NAME, defaults={"kind": "offline"})
         if Query.objects.exists():
             self.stdout.write(f"Queries: {Query.objects.count()} in the database.")
             return
-        files = sorted(TASK_SET_DIR.glob("*.jsonl")) if TASK_SET_DIR.exists() else []
-        for path in files:
+        for name in tasks:
+            path = Path(name)
+            if not path.is_file():
+                raise CommandError(f"{path}: no such task file")
             try:
                 result = import_queries(path.read_text(encoding="utf-8"))
             except QueryImportError as error:
                 self.stderr.write(f"{path}: not imported: {error}")
                 continue
             self.stdout.write(f"Queries: imported {result['total']} from {path.name}")
-        if not files:
+        if not tasks:
             self.stdout.write("Queries: none yet; import some on /queries/import/.")

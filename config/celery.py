@@ -1,0 +1,29 @@
+"""The Celery app: Redis broker, one queue per kind of work, beat for periodic work."""
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("flywheel")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.task_queues = [
+    Queue(name) for name in ("default", "collection", "evaluation", "repair", "training", "benchmark")
+]
+app.conf.task_routes = {
+    "flywheel.tasks.collect_*": {"queue": "collection"},
+    "flywheel.tasks.evaluate_*": {"queue": "evaluation"},
+    "flywheel.tasks.repair_*": {"queue": "repair"},
+    "training.tasks.*": {"queue": "training"},
+    "benchmark.tasks.*": {"queue": "benchmark"},
+}
+app.conf.beat_schedule = {
+    "devices-discover": {"task": "devices.tasks.discover_devices", "schedule": 60.0},
+    "devices-health": {"task": "devices.tasks.check_health", "schedule": 30.0},
+    "devices-expire-leases": {"task": "devices.tasks.expire_leases", "schedule": 10.0},
+    "flywheel-heartbeat": {"task": "flywheel.tasks.heartbeat", "schedule": 30.0},
+    "flywheel-evaluate-pending": {"task": "flywheel.tasks.evaluate_pending", "schedule": 60.0},
+    "flywheel-recover-interrupted": {"task": "flywheel.tasks.recover_interrupted", "schedule": 30.0},
+}
+app.autodiscover_tasks()

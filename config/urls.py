@@ -1,0 +1,33 @@
+"""The root URLconf: only the project knows every app, and it only includes their own routes."""
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+import benchmark.api
+import devices.api
+import flywheel.api
+import training.api
+
+router = DefaultRouter()
+for api_module in (flywheel.api, devices.api, benchmark.api, training.api):
+    api_module.register(router)
+
+urlpatterns = [
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("flywheel.urls")),
+    path("", include("annotation.urls")),
+    path("devices/", include("devices.urls")),
+    path("api/", include(router.urls)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("admin/", admin.site.urls),
+]
+
+if not settings.STORAGES["default"]["BACKEND"].endswith("S3Storage"):
+    # Screenshots are only ever shown to signed-in people; media goes through a role check.
+    urlpatterns.append(path("", include("flywheel.media_urls")))

@@ -1,0 +1,222 @@
+"""The one step recorder of every collection line (§2.3): observe → propose → audit → execute →
+persist → feed CPT → memory.
+
+The automatic lines (engine.py) call it in a loop; the semi-automatic line (semi_auto.py) calls it
+across requests: observe and propose when the page asks for the next step, execute when the person
+confirms. Each stage is written to the Step as soon as it happens, so a crash at any point leaves
+an honest record: an observed step without a proposal, a proposal that never ran, an action that
+ran with its audit.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from devices.executor import ActionExecutor, ActionResult
+from devices.observation import Observation
+from flywheel.blobs import read_blob, store_blob
+from flywheel.console.events import publish
+from flywheel.models import CptEntry, Step, Trajectory
+from flywheel.policies import PolicyError
+from flywheel.policies.base import PolicyState, Proposal
+from flywheel.policies.protocol import ASKING_ACTIONS, ENDING_ACTIONS, TAGS, HistoryEntry, describe_action
+from flywheel.pools.cpt import cpt_cleaning_verdict
+
+# A claim older than this belongs to a request or worker that died: the step may run again.
+CLAIM_TIMEOUT = timedelta(minutes=2)
+
+
+class StepBusy(Exception):
+    """The step has run, or another request is running it: an action never runs twice."""
+
+
+@dataclass
+class StepOutcome:
+    step: Step
+    result: ActionResult
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok
+
+    @property
+    def action_name(self) -> str:
+        return (self.result.action or {}).get("action", "")
+
+    @property
+    def ends(self) -> bool:
+        """terminate / call_user: the trajectory is over (Table 3)."""
+        return self.ok and self.action_name in ENDING_ACTIONS
+
+    @property
+    def asks(self) -> bool:
+        """clarify: the trajectory waits for the user's answer, then goes on."""
+        return self.ok and self.action_name in ASKING_ACTIONS
+
+    @property
+    def stop_detail(self) -> str:
+        action = self.result.action or {}
+        detail = action.get("status") or action.get("reason") or action.get("question") or ""
+        return f"{self.action_name}: {detail}".strip(": ")[:200]
+
+
+# -- observe -----------------------------------------------------------------------------------
+
+def observation_fields(observation: Observation, anomaly: dict | None = None) -> dict:
+    """A Step's observation columns; screenshots and dumps are content-addressed blobs."""
+    return {
+        "screenshot": store_blob(observation.png, "png"),
+        "hierarchy": store_blob(observation.hierarchy_xml.encode("utf-8"), "xml"),
+        "foreground_package": observation.foreground.get("package", ""),
+        "activity_stack": observation.foreground.get("activity_stack", []),
+        "anomaly": anomaly,
+        "timings": {**observation.timings, "screen": [observation.width, observation.height]},
+    }
+
+
+def record_observation(trajectory: Trajectory, index: int, observation: Observation, *,
+                       anomaly: dict | None = None, replace: bool = True) -> Step | None:
+    """Persist the observed screen as step `index`.
+
+    `replace=True` (automatic lines): a redelivered task rewrites the same index, idempotently.
+    `replace=False` (a person's page): None when the index exists already, e.g. a second tab
+    observed it first.
+    """
+    fields = observation_fields(observation, anomaly)
+    if replace:
+        step, _ = Step.objects.update_or_create(trajectory=trajectory, index=index, defaults=fields)
+        return step
+    try:
+        with transaction.atomic():
+            return Step.objects.create(trajectory=trajectory, index=index, **fields)
+    except IntegrityError:
+        return None
+
+
+# -- propose -----------------------------------------------------------------------------------
+
+def executed_steps(trajectory: Trajectory) -> list[Step]:
+    return list(trajectory.steps.filter(executed_action__isnull=False).order_by("index"))
+
+
+def policy_state(trajectory: Trajectory, observation: Observation, k: int = 5) -> PolicyState:
+    """The protocol's input (§3.1.2): all earlier text, the last K screenshots (the current one last)."""
+    done = executed_steps(trajectory)
+    history = [HistoryEntry(cot=step.cot or {}, action=step.executed_action,
+                            reply=str((step.edit or {}).get("clarify_answer") or ""))
+               for step in done]
+    earlier = [read_blob(step.screenshot.name) for step in done[-(k - 1):] if step.screenshot] if k > 1 else []
+    query = trajectory.query
+    return PolicyState(goal=query.text, history=history, screenshots=earlier + [observation.png],
+                       hierarchy_xml=observation.hierarchy_xml,
+                       screen_size=(observation.width, observation.height),
+                       foreground=observation.foreground, known_path=query.known_path,
+                       apps=query.app_packages)
+
+
+def propose(step: Step, observation: Observation, policy, k: int = 5) -> Proposal:
+    """Ask the policy for this step and persist its proposal; the failed exchange is kept as data
+    and raised as PolicyError (a line decides: stop, or let a person act by hand)."""
+    started = time.monotonic()
+    try:
+        try:
+            proposal = policy.propose(policy_state(step.trajectory, observation, k=k))
+        except (ValueError, TypeError) as error:  # e.g. a model version's malformed sampling config
+            raise PolicyError(f"the policy is misconfigured: {error}") from error
+    except PolicyError as error:
+        step.model_io, step.cot = {**(error.model_io or {}), "error": str(error)}, {}
+        step.timings = {**step.timings, "propose_ms": _ms(started), "proposed_at": time.time()}
+        step.save(update_fields=["model_io", "cot", "timings"])
+        raise
+    step.cot, step.proposed_action = proposal.cot, proposal.action
+    step.confidence, step.model_io = proposal.confidence, proposal.model_io
+    step.timings = {**step.timings, "propose_ms": _ms(started), "proposed_at": time.time()}
+    step.save(update_fields=["cot", "proposed_action", "confidence", "model_io", "timings"])
+    return proposal
+
+
+# -- audit, execute, persist, CPT, memory --------------------------------------------------------
+
+def claim_step(step: Step) -> None:
+    """Mark the step as executing; StepBusy when it ran or another live request holds it."""
+    now = timezone.now()
+    claimed = Step.objects.filter(pk=step.pk, executed_action__isnull=True).filter(
+        Q(executing_since__isnull=True) | Q(executing_since__lt=now - CLAIM_TIMEOUT)).update(executing_since=now)
+    if not claimed:
+        raise StepBusy(f"step {step.index} is being executed already")
+    step.executing_since = now
+
+
+def audit_record(result: ActionResult) -> dict:
+    return {"blocked": result.blocked, "reason": result.reason, "element": result.element,
+            "error": result.error, "note": result.note}
+
+
+def execute(step: Step, action: dict, executor: ActionExecutor, *, cot: dict | None = None,
+            edit: dict | None = None, timings: dict | None = None,
+            hierarchy_xml: str | None = None) -> StepOutcome:
+    """Run `action` for this step through the executor (which audits it first) and persist it.
+
+    `cot` is the reasoning to keep (a person's verified text; the proposal's by default); `edit`
+    how a person changed the proposal. A blocked or failed action is recorded on the step, which
+    stays unexecuted. An executed one is saved with its CPT sample in one transaction.
+    """
+    claim_step(step)
+    if hierarchy_xml is None and step.hierarchy:  # the screen the action was decided on
+        hierarchy_xml = read_blob(step.hierarchy.name).decode("utf-8")
+    try:
+        result = executor.execute(action, hierarchy_xml=hierarchy_xml)
+    except Exception:
+        Step.objects.filter(pk=step.pk).update(executing_since=None)
+        raise
+    step.audit = audit_record(result)
+    step.timings = {**step.timings, **(timings or {}), "executed_at": time.time(),
+                    **{f"{name}_ms": value for name, value in result.timings.items()}}
+    if not result.ok:
+        step.executing_since = None
+        step.save(update_fields=["audit", "timings", "executing_since"])
+        return StepOutcome(step, result)
+    step.executed_action = result.action
+    if cot is not None:
+        step.cot = {tag: str(cot.get(tag) or "").strip() for tag in TAGS}
+    if edit is not None:
+        if not edit.get("action_unchanged") and "Decision" not in edit.get("cot_changed", []):
+            # The person moved the tap or changed the action but not the words: keep [Decision]
+            # describing what really ran, in pixels (label consistency, §2.3.6).
+            step.cot = {**(step.cot or {}), "Decision": describe_action(result.action)}
+            edit = {**edit, "decision_regenerated": True}
+        step.edit = edit
+    screen = tuple(step.timings.get("screen") or executor.window_size())
+    rejection, phash = cpt_cleaning_verdict(step, result.action, screen)  # image work outside the transaction
+    step.audit["cpt"] = rejection or "accepted"
+    with transaction.atomic():
+        step.save()
+        if not rejection:  # the CPT pool is fed per step, after rule-based cleaning (§2.4.3)
+            CptEntry.objects.get_or_create(step=step, defaults={
+                "screenshot": step.screenshot.name, "action": result.action, "phash": phash})
+            publish("pools", throttle_s=1.0, pool="cpt")
+        if result.control and result.control.get("kind") == "take_notes":
+            remember(step.trajectory, result.control["text"])
+    return StepOutcome(step, result)
+
+
+def remember(trajectory: Trajectory, note: str) -> None:
+    """take_notes: the note joins the trajectory's memory (§3.1.2)."""
+    trajectory.memory = [*trajectory.memory, note]
+    Trajectory.objects.filter(pk=trajectory.pk).update(memory=trajectory.memory)
+
+
+def record_answer(step: Step, answer: str, by: str) -> None:
+    """The user's answer to a clarify: later steps see it in their history."""
+    step.edit = {**(step.edit or {}), "clarify_answer": answer, "by": by}
+    step.edit.pop("clarify_pending", None)
+    Step.objects.filter(pk=step.pk).update(edit=step.edit)
+
+
+def _ms(since: float) -> int:
+    return round((time.monotonic() - since) * 1000)

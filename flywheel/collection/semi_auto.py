@@ -1,0 +1,277 @@
+"""The semi-automatic line (§2.3.2): the model proposes, a person verifies every step.
+
+The session's life: take a query → lease a matching phone → reset it → for each step the one step
+recorder observes and proposes (persisted at once as a pending Step), the person verifies, and the
+recorder executes the verified action through the executor and its safety audit, persists it and
+feeds the CPT pool → until terminate or call_user (a clarify is answered by the person, who plays
+the user, and the session goes on) → the bi-directional consistency gate → the SFT pool. This
+module is the engine; annotation/ holds the pages that drive it.
+"""
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from devices import leases
+from devices.executor import ActionExecutor
+from devices.models import Device, Lease
+from devices.observation import observe
+from devices.phone import PhoneConnection, PhoneUnavailable
+from devices.profiles import satisfies
+from devices.reset import ResetError
+from devices.reset import reset_phone as reset_device
+from devices.uitree import page_text, parse_hierarchy
+from flywheel.blobs import read_blob
+from flywheel.collection import recorder
+from flywheel.collection.edits import measure_edit
+from flywheel.console.events import publish
+from flywheel.models import Destination, Line, ModelVersion, Outcome, Query, SftEntry, Trajectory
+from flywheel.policies import OFFLINE_POLICY_NAME, PolicyError, policy_for
+from flywheel.policies.protocol import ASKING_ACTIONS, DEFAULT_K, ENDING_ACTIONS, TAGS
+from flywheel.rules.consistency import GateStep, check_bidirectional_consistency
+from flywheel.rules.pools import sft_intake_allowed
+
+LEASE_TTL = timedelta(seconds=60)   # the page heartbeats every 10 s; a closed tab frees the phone
+SEMI_AUTO_INTAKE = "semi_auto_verified"
+
+
+class SessionError(Exception):
+    """Something the person must be told (no phone free, lease lost, action blocked)."""
+
+
+def lease_holder(trajectory) -> str:
+    return f"semi-auto:trajectory:{trajectory.pk}"
+
+
+def default_policy_version() -> ModelVersion:
+    version, _ = ModelVersion.objects.get_or_create(name=OFFLINE_POLICY_NAME, defaults={"kind": "offline"})
+    return version
+
+
+def query_requirements(query) -> dict:
+    requirements = dict(query.requirements or {})
+    requirements["apps"] = sorted(set(requirements.get("apps") or []) | set(query.app_packages))
+    return requirements
+
+
+def next_query_for(user):
+    """Assigned to this person first, then the open pool; claimed atomically."""
+    for candidates in (Query.objects.filter(assignee=user, status=Query.Status.READY),
+                       Query.objects.filter(assignee__isnull=True, status=Query.Status.READY)):
+        for query in candidates.order_by("created_at", "key")[:50]:
+            if Query.objects.filter(pk=query.pk, status=Query.Status.READY).update(status=Query.Status.IN_PROGRESS, assignee=user):
+                query.refresh_from_db()
+                return query
+    return None
+
+
+def _lease_phone(query, holder, user):
+    requirements = query_requirements(query)
+    for device in Device.objects.filter(status=Device.Status.IDLE).order_by("adb_server", "serial"):
+        if not satisfies(device.readiness_profile, requirements):
+            continue
+        try:
+            return device, leases.acquire(device, holder=holder, user=user, ttl=LEASE_TTL,
+                                          purpose=f"semi-automatic collection of {query.key}")
+        except leases.LeaseRefused:
+            continue
+    return None, None
+
+
+def reset_phone(phone: PhoneConnection, query) -> dict:
+    """The query's reset spec (docs/query-format.md), through devices/reset.py."""
+    return reset_device(phone, query.reset or None, apps=query.app_packages)
+
+
+def start_session(query, user, model_version=None) -> Trajectory:
+    """Lease a phone that satisfies the query, reset it and open a running trajectory."""
+    with transaction.atomic():
+        trajectory = Trajectory.objects.create(
+            query=query, line=Line.SEMI_AUTO, annotator=user, status=Trajectory.Status.RUNNING,
+            model_version=model_version or default_policy_version())
+    device, lease = _lease_phone(query, lease_holder(trajectory), user)
+    if lease is None:
+        trajectory.delete()
+        Query.objects.filter(pk=query.pk, status=Query.Status.IN_PROGRESS).update(status=Query.Status.READY)
+        raise SessionError(f"no free phone offers {', '.join(query_requirements(query)['apps'])}; "
+                           "try again when one is released")
+    trajectory.device = device
+    trajectory.save(update_fields=["device"])
+    try:
+        reset_phone(PhoneConnection.for_device(device), query)
+    except (PhoneUnavailable, ResetError) as error:
+        interrupt(trajectory, f"reset failed: {error}")
+        raise SessionError(f"the phone {device.serial} did not answer the reset: {error}") from error
+    return trajectory
+
+
+def live_lease(trajectory):
+    if trajectory.device_id is None:
+        return None
+    return Lease.objects.filter(device_id=trajectory.device_id, holder=lease_holder(trajectory),
+                                released_at__isnull=True, expires_at__gt=timezone.now()).first()
+
+
+def keep_alive(trajectory) -> bool:
+    lease = live_lease(trajectory)
+    return bool(lease) and leases.heartbeat(lease, ttl=LEASE_TTL)
+
+
+def release_phone(trajectory) -> None:
+    for lease in Lease.objects.filter(holder=lease_holder(trajectory), released_at__isnull=True):
+        leases.release(lease)
+
+
+def pause(trajectory, reason="paused by the annotator") -> None:
+    """The phone goes back to the pool; resume leases the same phone again."""
+    if trajectory.status == Trajectory.Status.RUNNING:
+        trajectory.status, trajectory.stop_reason = "paused", reason
+        trajectory.save(update_fields=["status", "stop_reason"])
+    release_phone(trajectory)
+
+
+def resume(trajectory) -> None:
+    if trajectory.status not in (Trajectory.Status.PAUSED, Trajectory.Status.RUNNING):
+        raise SessionError(f"trajectory #{trajectory.pk} is {trajectory.get_status_display().lower()}")
+    if live_lease(trajectory) is None:
+        device = Device.objects.get(pk=trajectory.device_id)
+        try:
+            leases.acquire(device, holder=lease_holder(trajectory), user=trajectory.annotator, ttl=LEASE_TTL,
+                           purpose=f"semi-automatic collection of {trajectory.query.key}")
+        except leases.LeaseRefused as error:
+            raise SessionError(f"cannot resume: {error}") from error
+        # The screen may have changed while the phone was away: observe it afresh.
+        trajectory.steps.filter(executed_action__isnull=True).delete()
+    trajectory.status, trajectory.stop_reason = "running", ""
+    trajectory.save(update_fields=["status", "stop_reason"])
+
+
+def pending_step(trajectory):
+    return trajectory.steps.filter(executed_action__isnull=True).order_by("-index").first()
+
+
+def prepare_step(trajectory):
+    """The step awaiting verification: observed and proposed now, persisted before anyone acts."""
+    step = pending_step(trajectory)
+    if step is not None:
+        return step
+    if live_lease(trajectory) is None:
+        raise SessionError("this session no longer holds its phone (the lease expired); resume it")
+    observation = observe(PhoneConnection.for_device(trajectory.device))
+    step = recorder.record_observation(trajectory, trajectory.steps.count(), observation, replace=False)
+    if step is None:  # a second tab observed the same step first: show that one
+        return pending_step(trajectory)
+    try:
+        policy = policy_for(trajectory.model_version)
+        recorder.propose(step, observation, policy, k=getattr(policy, "k", DEFAULT_K))
+    except PolicyError:
+        pass  # kept on the step (model_io); the person chooses the action by hand
+    except ValueError as error:  # e.g. an endpoint model version without a usable URL
+        step.model_io = {"error": f"the policy is misconfigured: {error}"}
+        step.save(update_fields=["model_io"])
+    return step
+
+
+def execute_step(step, action: dict, cot: dict, by_hand: bool = False, reply: str = "") -> dict:
+    """Run the verified action; persist what ran, the edit and timings. Returns a summary.
+
+    `reply` is the person's answer, as the user, when the action is a clarify.
+    """
+    trajectory = step.trajectory
+    if step.executed_action is not None:
+        raise SessionError(f"step {step.index} has already been executed")
+    if trajectory.status != Trajectory.Status.RUNNING:
+        raise SessionError(f"the trajectory is {trajectory.get_status_display().lower()}; resume it first")
+    name = action.get("action")
+    if name in ASKING_ACTIONS and not str(reply or "").strip():
+        raise SessionError("a clarify waits for the user's answer: give the answer the user would give")
+    verify_ms = round((time.time() - step.timings.get("proposed_at", time.time())) * 1000)
+    width, height = step.timings.get("screen") or (1080, 2400)
+    cot = {tag: str(cot.get(tag) or "").strip() for tag in TAGS}
+    edit = measure_edit(step.proposed_action, action, step.cot, cot, width, height, by_hand=by_hand)
+    if live_lease(trajectory) is None and name not in ENDING_ACTIONS + ASKING_ACTIONS:
+        raise SessionError("this session no longer holds its phone (the lease expired); resume it")
+    executor = ActionExecutor(PhoneConnection.for_device(trajectory.device), holder=lease_holder(trajectory),
+                              device=trajectory.device)
+    try:
+        outcome = recorder.execute(step, action, executor, cot=cot, edit=edit, timings={"verify_ms": verify_ms})
+    except recorder.StepBusy as error:
+        raise SessionError(str(error)) from error
+    if not outcome.ok:
+        raise SessionError(f"blocked by the safety audit: {outcome.result.reason}" if outcome.result.blocked
+                           else f"the action failed: {outcome.result.error}")
+    if outcome.asks:
+        recorder.record_answer(outcome.step, str(reply).strip(), by="annotator")
+    if outcome.ends:
+        finish(trajectory, outcome.stop_detail)
+    return {"executed": outcome.result.action, "edit": outcome.step.edit, "finished": outcome.ends}
+
+
+def gate_steps(trajectory) -> list[GateStep]:
+    gate = []
+    for step in recorder.executed_steps(trajectory):
+        screen = page_text(parse_hierarchy(read_blob(step.hierarchy.name).decode("utf-8"))) if step.hierarchy else ""
+        edit = step.edit or {}
+        # Coordinates in a [Decision] are the proposal's units unless the decision was rewritten.
+        units = "pixel" if edit.get("decision_regenerated") else (step.proposed_action or {}).get("coords", "pixel")
+        gate.append(GateStep(index=step.index, cot=step.cot or {}, action=step.executed_action, screen_text=screen,
+                             decision_coords=units, screen=tuple(step.timings.get("screen") or ()) or None))
+    return gate
+
+
+def route_verified(trajectory) -> list:
+    """The gate, then the SFT pool; issues are kept on the trajectory for the person to fix."""
+    issues = check_bidirectional_consistency(gate_steps(trajectory))
+    trajectory.consistency_issues = [{"step": issue.step_index, "rule": issue.rule, "message": issue.message}
+                                     for issue in issues]
+    if issues:
+        trajectory.destination = Destination.NONE
+        trajectory.save(update_fields=["consistency_issues", "destination"])
+        return issues
+    with transaction.atomic():
+        trajectory.verdict, trajectory.destination = Outcome.TRUE, Destination.SFT
+        trajectory.save(update_fields=["consistency_issues", "verdict", "destination"])
+        if sft_intake_allowed(SEMI_AUTO_INTAKE):  # the pool's one intake gate (rules/pools.py)
+            SftEntry.objects.get_or_create(trajectory=trajectory, intake=SEMI_AUTO_INTAKE)
+            publish("pools", pool="sft")
+    return []
+
+
+def finish(trajectory, stop_reason: str) -> list:
+    trajectory.status, trajectory.stop_reason = "completed", stop_reason
+    trajectory.finished_at = timezone.now()
+    trajectory.save(update_fields=["status", "stop_reason", "finished_at"])
+    release_phone(trajectory)
+    Query.objects.filter(pk=trajectory.query_id).update(status=Query.Status.DONE)
+    return route_verified(trajectory)
+
+
+def fix_reasoning(trajectory, step_index: int, cot: dict) -> list:
+    """A person corrects the reasoning the gate flagged; the gate runs again."""
+    step = trajectory.steps.get(index=step_index, executed_action__isnull=False)
+    before = dict(step.cot or {})
+    step.cot = {**before, **{tag: str(value).strip() for tag, value in cot.items() if tag in TAGS}}
+    step.edit = {**(step.edit or {}), "gate_fixes": [*(step.edit or {}).get("gate_fixes", []),
+                                                     {"before": before, "at": time.time()}]}
+    step.save(update_fields=["cot", "edit"])
+    return route_verified(trajectory)
+
+
+def mark_not_executable(trajectory, reason: str) -> None:
+    """The task cannot be done as written: the query goes back to review with the reason."""
+    trajectory.status, trajectory.stop_reason = "not_executable", reason[:200]
+    trajectory.finished_at = timezone.now()
+    trajectory.save(update_fields=["status", "stop_reason", "finished_at"])
+    release_phone(trajectory)
+    Query.objects.filter(pk=trajectory.query_id).update(status=Query.Status.REVIEW, status_reason=reason)
+
+
+def interrupt(trajectory, reason: str) -> None:
+    trajectory.status, trajectory.stop_reason = "interrupted", reason[:200]
+    trajectory.finished_at = timezone.now()
+    trajectory.save(update_fields=["status", "stop_reason", "finished_at"])
+    release_phone(trajectory)
+    Query.objects.filter(pk=trajectory.query_id, status=Query.Status.IN_PROGRESS).update(status=Query.Status.READY)

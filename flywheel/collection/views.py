@@ -1,0 +1,130 @@
+"""Collection run pages (managers): launch, watch progress and phones, read the step log, cancel."""
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from accounts.roles import MANAGER, role_required
+from devices.anomaly_injection import KINDS as ANOMALY_KINDS
+from devices.models import Device
+from flywheel.collection.recorder import record_answer
+from flywheel.collection.runs import LINES, cancel_run, launch_run, refresh_progress, selection_hint
+from flywheel.models import App, CollectionRun, Line, ModelVersion, Step
+from flywheel.queries.external import ingest_external
+
+
+def _launch_form_data(post):
+    """The form's fields → (line, query filter, model version, config); raises ValidationError."""
+    line = post.get("line", "automatic")
+    if line not in LINES:
+        raise ValidationError(f"unknown line {line!r}")
+    query_filter = {"apps": post.getlist("apps"), "tiers": post.getlist("tiers"),
+                    "tags": [t.strip() for t in post.get("tags", "").split(",") if t.strip()]}
+    if post.get("pool"):
+        query_filter["pool"] = post["pool"]
+    if line == Line.EXTERNAL:
+        query_filter["source"] = "external"
+    query_filter = {k: v for k, v in query_filter.items() if v}
+    try:
+        config = {"phones": int(post.get("phones") or 4), "repeats": int(post.get("repeats") or 1),
+                  "max_steps": int(post.get("max_steps") or 25), "timeout_s": float(post.get("timeout_s") or 300),
+                  "anomaly_rates": {kind: float(post[f"anomaly_{kind}"]) for kind in ANOMALY_KINDS
+                                    if post.get(f"anomaly_{kind}") not in (None, "", "0")}}
+    except ValueError as error:
+        raise ValidationError(f"a number is malformed: {error}")
+    if not 1 <= config["phones"] <= 256 or not 1 <= config["repeats"] <= 100:
+        raise ValidationError("phones must be 1–256 and repeats 1–100")
+    if any(not 0 <= rate <= 1 for rate in config["anomaly_rates"].values()):
+        raise ValidationError("anomaly rates are probabilities between 0 and 1")
+    version = ModelVersion.objects.filter(pk=post.get("model_version")).first() if post.get("model_version") else None
+    return line, query_filter, version, config
+
+@role_required(MANAGER)
+def run_list(request):
+    if request.method == "POST":
+        try:
+            line, query_filter, version, config = _launch_form_data(request.POST)
+        except ValidationError as error:
+            messages.error(request, "; ".join(error.messages))
+            return redirect("run-list")
+        run = launch_run(line, query_filter, version, config, user=request.user)
+        if not run.total:
+            run.delete()
+            messages.error(request, f"No query matches that selection; nothing was launched. {selection_hint()}")
+            return redirect("run-list")
+        messages.success(request, f"{run} launched with {run.total} trajectories to collect.")
+        return redirect("run-detail", run_id=run.pk)
+    return render(request, "flywheel/runs.html", {
+        "runs": CollectionRun.objects.select_related("model_version", "created_by")[:50],
+        "lines": [(value, label) for value, label in CollectionRun._meta.get_field("line").choices
+                  if value in LINES],
+        "apps": App.objects.all(), "versions": ModelVersion.objects.all(), "anomaly_kinds": ANOMALY_KINDS,
+        "idle_phones": Device.objects.filter(status=Device.Status.IDLE).count(),
+    })
+
+@role_required(MANAGER)
+def run_detail(request, run_id):
+    run = get_object_or_404(CollectionRun, pk=run_id)
+    refresh_progress(run.pk)
+    run.refresh_from_db()
+    holders = [f"collection:run:{run.pk}"]
+    phones = Device.objects.filter(leases__holder__in=holders, leases__released_at__isnull=True).distinct()
+    log = (Step.objects.filter(trajectory__run=run).select_related("trajectory__query")
+           .order_by("-created_at")[:40])
+    questions = [s for s in Step.objects.filter(trajectory__run=run, edit__clarify_pending__isnull=False)
+                 .select_related("trajectory__query") if not (s.edit or {}).get("clarify_answer")]
+    live = run.status in (CollectionRun.Status.QUEUED, CollectionRun.Status.RUNNING)
+    context = {"run": run, "phones": phones, "log": log, "questions": questions, "live": live}
+    if request.headers.get("HX-Request"):
+        # 286 tells htmx to stop polling once the run is over.
+        return render(request, "flywheel/_run_live.html", context, status=200 if live else 286)
+    return render(request, "flywheel/run_detail.html", context)
+
+
+@role_required(MANAGER)
+@require_POST
+def run_clarify(request, run_id, step_id):
+    """A person answers a question the policy asked (schema-guided line); the phone goes on."""
+    step = get_object_or_404(Step, pk=step_id, trajectory__run_id=run_id)
+    answer = request.POST.get("answer", "").strip()
+    if not answer:
+        messages.error(request, "Give an answer.")
+    elif (step.edit or {}).get("clarify_answer"):
+        messages.info(request, "That question was already answered.")
+    else:
+        record_answer(step, answer, by=request.user.username)
+        messages.success(request, f"Answered '{answer}' for trajectory #{step.trajectory_id}.")
+    return redirect("run-detail", run_id=run_id)
+
+@role_required(MANAGER)
+@require_POST
+def run_cancel(request, run_id):
+    run = get_object_or_404(CollectionRun, pk=run_id)
+    cancel_run(run)
+    messages.info(request, f"{run} cancelled: phones finish their current step and stop.")
+    return redirect("run-detail", run_id=run.pk)
+
+@role_required(MANAGER)
+@require_POST
+def external_import(request):
+    """Paste or upload external queries (one per line, or JSONL objects with a "text")."""
+    import json
+
+    upload = request.FILES.get("file")
+    raw = upload.read().decode("utf-8", "replace") if upload else request.POST.get("text", "")
+    records = []
+    for line in raw.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            records.append(json.loads(line) if line.startswith("{") else line)
+        except json.JSONDecodeError:
+            records.append(line)
+    if not records:
+        messages.error(request, "Nothing to import: paste one query per line.")
+        return redirect("run-list")
+    summary = ingest_external(records)
+    messages.success(request, f"External queries: {summary['kept']} kept for replay, "
+                              f"{summary['rejected']} removed (see Queries, status Rejected, for reasons).")
+    return redirect("run-list")

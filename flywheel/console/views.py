@@ -1,0 +1,75 @@
+"""Role homes, the manager dashboard, task state and /healthz."""
+from django.contrib.auth.decorators import login_required
+from django.http import JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+from django_celery_results.models import TaskResult
+
+from accounts.roles import ADJUDICATOR, ADMIN, ANNOTATOR, MANAGER, role_required, user_roles
+from flywheel.console.dashboard import dashboard_counts
+from flywheel.console.system_health import system_health
+from flywheel.evaluation.calibration import consensus_rate_by_day, system_agreement
+
+ROLE_HOMES = [(ADMIN, "admin-home"), (MANAGER, "dashboard"), (ADJUDICATOR, "adjudication-queue"),
+              (ANNOTATOR, "my-queue")]
+
+
+@login_required
+def home(request):
+    """Send each person to their role's home; people without a role learn why."""
+    roles = user_roles(request.user)
+    for role, url_name in ROLE_HOMES:
+        if role in roles:
+            return redirect(url_name)
+    return render(request, "no_role.html", status=403)
+
+
+@role_required(MANAGER)
+def dashboard(request):
+    return render(request, "flywheel/dashboard.html", {
+        "counts": dashboard_counts(), "agreement": system_agreement(),
+        "consensus": consensus_rate_by_day()})
+
+
+@role_required(MANAGER)
+def dashboard_counts_fragment(request):
+    """The counts alone, for htmx polling."""
+    return render(request, "flywheel/_dashboard_counts.html", {"counts": dashboard_counts()})
+
+
+@role_required(ADMIN)
+def admin_home(request):
+    return render(request, "flywheel/admin_home.html")
+
+
+@role_required(MANAGER)
+def task_list(request):
+    tasks = TaskResult.objects.order_by("-date_created")[:100]
+    template = "flywheel/_task_rows.html" if request.headers.get("HX-Request") else "flywheel/tasks.html"
+    return render(request, template, {"tasks": tasks})
+
+
+@role_required(MANAGER)
+@require_POST
+def task_ping(request):
+    """Send a real task through the broker to a worker, so the page shows the pipeline alive."""
+    from flywheel.tasks import ping
+
+    ping.delay("dashboard")
+    return redirect("task-list")
+
+
+@never_cache
+def healthz(request):
+    status, body = system_health()
+    return JsonResponse(body, status=status)
+
+
+@role_required()
+def media(request, path):
+    """Serve stored screenshots and dumps to people with a role (filesystem storage only)."""
+    from django.conf import settings
+    from django.views.static import serve
+
+    return serve(request, path, document_root=settings.MEDIA_ROOT)

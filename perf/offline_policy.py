@@ -1,0 +1,79 @@
+"""Measure the built-in offline policy on the virtual farm's simple single-app tasks.
+
+    python perf/offline_policy.py [--tiers L1,L2] [--goal-only] [--devices 1] [-v]
+
+Starts the farm in-process, runs the policy on every single-app task of the chosen tiers through
+the real executor and safety audit (over the ADB protocol), judges each with System A (terminal
+checks) and prints the share that succeeds. --goal-only hides the known path from the policy.
+Needs a database for the safety rules (DATABASE_URL, default var/).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TASKS = ROOT / "simfarm" / "tasks" / "tasks.jsonl"
+
+
+def single_app_tasks(tiers=("L1", "L2"), path=TASKS):
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    return [row for row in rows if row["tier"] in tiers and len(row["apps"]) == 1]
+
+
+def measure(tasks, phone, goal_only=False, verbose=False):
+    """[(key, succeeded, outcome, steps)] for each task, run on `phone` (a PhoneConnection)."""
+    from flywheel.evaluation.system_a import system_a_vote
+    from flywheel.policies import OfflinePolicy
+    from flywheel.policies.episode import run_episode
+
+    results = []
+    for task in tasks:
+        if goal_only:
+            task = {**task, "known_path": None}
+        episode = run_episode(phone, task, OfflinePolicy())
+        vote = system_a_vote(phone, task["verification"])
+        # A handoff the task expects (call_user at a payment screen) ends the episode as well as
+        # terminate does; what decides is the terminal state, read by System A.
+        ended = episode.outcome in ("terminate:success", "call_user", "clarify")
+        succeeded = ended and vote.vote == "true"
+        results.append((task["key"], succeeded, episode.outcome, len(episode.steps)))
+        if verbose:
+            print(f"{'PASS' if succeeded else 'fail'} {task['key']}: {episode.outcome}, "
+                  f"{len(episode.steps)} steps; System A {vote.vote}: {vote.rationale[:120]}", flush=True)
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tiers", default="L1,L2")
+    parser.add_argument("--goal-only", action="store_true")
+    parser.add_argument("-v", action="store_true")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    from devices.phone import PhoneConnection
+    from simfarm.farm import Farm
+    from simfarm.serve import ServerThread
+
+    tasks = single_app_tasks(tuple(args.tiers.split(",")))
+    farm = Farm(devices=1, seed=0)
+    started = time.monotonic()
+    with ServerThread(farm) as server:
+        phone = PhoneConnection(f"127.0.0.1:{server.port}", next(iter(farm)).serial)
+        results = measure(tasks, phone, goal_only=args.goal_only, verbose=args.v)
+    passed = sum(1 for _, ok, _, _ in results if ok)
+    false_claims = sum(1 for _, ok, outcome, _ in results if outcome == "terminate:success" and not ok)
+    print(f"claimed success that System A refutes: {false_claims}/{len(results)}")
+    print(f"offline policy ({'goal only' if args.goal_only else 'known path when given'}): "
+          f"{passed}/{len(results)} = {passed / max(1, len(results)):.0%} of {args.tiers} single-app tasks "
+          f"succeeded (System A), {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

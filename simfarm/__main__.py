@@ -1,0 +1,46 @@
+"""`python -m simfarm --devices N --port P --seed S [--apps DIR]`: a virtual phone farm
+served as an ADB server (adbutils, or `adb -P P ...`, drive its phones like real ones)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from simfarm.serve import build_farm, serve_forever
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m simfarm", description=__doc__)
+    parser.add_argument("--devices", type=int, default=4, help="number of virtual phones (4)")
+    parser.add_argument("--port", type=int, default=15037,
+                        help="TCP port of the ADB server (15037; 0 picks a free one)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the phones' content (0)")
+    parser.add_argument("--apps", default=None, help="directory of extra app files")
+    parser.add_argument("--verbose", "-v", action="store_true", help="log every request")
+    return parser.parse_args(argv)
+
+
+def announce(port: int) -> None:
+    # One parseable line on stdout: scripts that start us with --port 0 read the port from it.
+    print(f"virtual farm ADB server listening on port {port}", flush=True)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.devices < 1:
+        print("--devices must be at least 1", file=sys.stderr)
+        return 2
+    farm = build_farm(args.devices, args.seed, args.apps)
+    try:
+        serve_forever(farm, host=args.host, port=args.port, on_ready=announce)
+    except OSError as error:
+        print(f"cannot serve on {args.host}:{args.port}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""The one step recorder every line uses: each stage persisted as it happens, an action never run
+twice, take_notes into memory, the CPT pool fed, blocked actions recorded but never executed."""
+import pytest
+
+from devices.executor import ActionExecutor
+from devices.models import Device
+from devices.observation import observe
+from devices.phone import PhoneConnection
+from flywheel.collection import recorder
+from flywheel.models import App, CptEntry, Query, Trajectory
+from flywheel.policies.base import Proposal
+from flywheel.policies.protocol import AGENT_STOPS, ASKING_ACTIONS, ENDING_ACTIONS
+
+pytestmark = pytest.mark.django_db
+
+
+class Fixed:
+    """A policy that proposes one given action."""
+
+    name = "fixed"
+
+    def __init__(self, action):
+        self.action = action
+
+    def propose(self, state):
+        return Proposal(cot={"Observation": "home", "Plan": "act", "Decision": "act"}, action=self.action)
+
+
+@pytest.fixture
+def recorded(farm_settings):
+    phone = PhoneConnection(farm_settings.address, farm_settings.serials[0])
+    phone.shell("input keyevent KEYCODE_HOME")
+    app, _ = App.objects.get_or_create(package="com.android.settings")
+    query = Query.objects.create(key="rec", text="Open Settings", tier="L1")
+    query.set_apps([app])
+    device, _ = Device.objects.get_or_create(serial=phone.serial, adb_server=phone.address)
+    trajectory = Trajectory.objects.create(query=query, device=device, line="automatic")
+    executor = ActionExecutor(phone, holder="test", device=device)
+
+    def step(action, index=None):
+        observation = observe(phone)
+        index = trajectory.steps.count() if index is None else index
+        stored = recorder.record_observation(trajectory, index, observation)
+        assert stored.screenshot and stored.hierarchy and stored.timings["screen"] == [1080, 2400]
+        recorder.propose(stored, observation, Fixed(action))
+        stored.refresh_from_db()
+        assert stored.proposed_action == action and stored.executed_action is None  # proposed, not run
+        return stored, recorder.execute(stored, action, executor)
+
+    return trajectory, step
+
+
+def test_one_definition_of_how_actions_end_a_trajectory():
+    assert ENDING_ACTIONS == ("terminate", "call_user") and ASKING_ACTIONS == ("clarify",)
+    assert set(AGENT_STOPS) == {"terminate", "call_user", "clarify"}
+
+
+def test_an_executed_step_is_persisted_with_its_cpt_sample_and_runs_once(recorded):
+    trajectory, step = recorded
+    stored, outcome = step({"action": "open", "app": "Settings"})
+    assert outcome.ok and not outcome.ends and not outcome.asks
+    stored.refresh_from_db()
+    assert stored.executed_action["action"] == "open" and stored.executing_since is not None
+    assert stored.audit["blocked"] is False and stored.audit["cpt"] == "accepted"
+    assert CptEntry.objects.filter(step=stored).exists()
+    with pytest.raises(recorder.StepBusy):
+        recorder.execute(stored, {"action": "open", "app": "Settings"}, None)
+
+
+def test_notes_join_the_memory_and_terminate_ends(recorded):
+    trajectory, step = recorded
+    _, outcome = step({"action": "take_notes", "text": "Wi-Fi is on"})
+    assert outcome.ok
+    trajectory.refresh_from_db()
+    assert trajectory.memory == ["Wi-Fi is on"]
+    _, outcome = step({"action": "terminate", "status": "success"})
+    assert outcome.ends and outcome.stop_detail == "terminate: success"
+    _, outcome = step({"action": "clarify", "question": "Which network?"})
+    assert outcome.asks and not outcome.ends
+
+
+def test_a_blocked_action_is_recorded_and_the_step_stays_unexecuted(recorded):
+    trajectory, step = recorded
+    stored, outcome = step({"action": "take_notes", "text": "my password is hunter2"})
+    assert not outcome.ok and outcome.result.blocked
+    stored.refresh_from_db()
+    assert stored.executed_action is None and stored.executing_since is None  # free to act again
+    assert stored.audit["blocked"] and "password" in stored.audit["reason"].lower()
+    assert trajectory.memory == [] and not CptEntry.objects.filter(step=stored).exists()
