@@ -105,7 +105,8 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
                 proposal = recorder.propose(step, observation, policy, k=config.screenshots_k)
             except PolicyError as error:
                 return f"policy error: {error}"[:200]
-            outcome = recorder.execute(step, proposal.action, executor, hierarchy_xml=observation.hierarchy_xml)
+            outcome = recorder.execute(step, proposal.action, executor, hierarchy_xml=observation.hierarchy_xml,
+                                       step_started=step_started, claim=False)
             if not outcome.ok:
                 if outcome.result.phone_lost:
                     raise PhoneLost(outcome.result.error)
@@ -116,8 +117,6 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
                     return f"blocked by the safety audit: {outcome.result.reason}"[:200]
                 continue  # the policy gets another look at the same screen
             blocked_in_a_row = 0
-            Step.objects.filter(pk=step.pk).update(
-                timings={**step.timings, "step_ms": round((time.monotonic() - step_started) * 1000)})
             executed.append(outcome.result.action)
             if outcome.ends:
                 return outcome.stop_detail

@@ -159,14 +159,20 @@ def audit_record(result: ActionResult) -> dict:
 
 def execute(step: Step, action: dict, executor: ActionExecutor, *, cot: dict | None = None,
             edit: dict | None = None, timings: dict | None = None,
-            hierarchy_xml: str | None = None) -> StepOutcome:
+            hierarchy_xml: str | None = None, step_started: float | None = None,
+            claim: bool = True) -> StepOutcome:
     """Run `action` for this step through the executor (which audits it first) and persist it.
 
     `cot` is the reasoning to keep (a person's verified text; the proposal's by default); `edit`
-    how a person changed the proposal. A blocked or failed action is recorded on the step, which
-    stays unexecuted. An executed one is saved with its CPT sample in one transaction.
+    how a person changed the proposal; `step_started` (monotonic) when the step began, for its
+    wall time. A blocked or failed action is recorded on the step, which stays unexecuted. An
+    executed one is saved with its CPT sample in one transaction.
+
+    `claim=False` only where no one else can reach the step: an automatic line's worker executes
+    the step it just observed (a redelivered task continues at a new index, never this one).
     """
-    claim_step(step)
+    if claim:
+        claim_step(step)
     if hierarchy_xml is None and step.hierarchy:  # the screen the action was decided on
         hierarchy_xml = read_blob(step.hierarchy.name).decode("utf-8")
     try:
@@ -194,6 +200,8 @@ def execute(step: Step, action: dict, executor: ActionExecutor, *, cot: dict | N
     screen = tuple(step.timings.get("screen") or executor.window_size())
     rejection, phash = cpt_cleaning_verdict(step, result.action, screen)  # image work outside the transaction
     step.audit["cpt"] = rejection or "accepted"
+    if step_started is not None:
+        step.timings["step_ms"] = _ms(step_started)
     with transaction.atomic():
         step.save()
         if not rejection:  # the CPT pool is fed per step, after rule-based cleaning (§2.4.3)

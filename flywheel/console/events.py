@@ -22,11 +22,12 @@ _trailing: dict[str, threading.Timer] = {}
 _lock = threading.Lock()
 
 
-def publish(kind: str, throttle_s: float = 0.0, **data) -> None:
+def publish(kind: str, throttle_s: float = 0.5, **data) -> None:
     """Send `kind` to open dashboards once the current transaction commits (at once outside one).
 
-    With `throttle_s`, at most one message of this kind per window; one that falls inside the
-    window is sent at its end instead (so the last change is never lost).
+    Dashboards need hints, not every change: at most one message of this kind per `throttle_s`
+    and process; one that falls inside the window is sent at its end instead, so the last change
+    is never lost. (Unthrottled, the Redis round trip tripled the cost of judging a trajectory.)
     """
     if kind not in KINDS:
         raise ValueError(f"unknown dashboard event {kind!r}; known: {', '.join(KINDS)}")
