@@ -18,7 +18,7 @@ from devices.models import Device, Lease, WorkItem
 from devices.phone import PhoneConnection
 from flywheel.collection.engine import CollectionConfig, PhoneLost, finish_trajectory, run_trajectory
 from flywheel.console.events import publish
-from flywheel.models import CollectionRun, Line, ModelVersion, Query, RlQueryEntry, Trajectory
+from flywheel.models import CollectionRun, Line, ModelVersion, Query, QueryApp, RlQueryEntry, Trajectory
 from flywheel.policies import OFFLINE_POLICY_NAME, policy_for
 
 log = logging.getLogger(__name__)
@@ -61,9 +61,8 @@ def select_queries(query_filter: dict):
 def selection_hint() -> str:
     """What a query filter can select, for a person whose selection matched nothing."""
     tags = sorted({tag for tags in Query.objects.values_list("tags", flat=True) for tag in tags or []})
-    apps = sorted(Query.objects.exclude(status=Query.Status.REJECTED)
-                  .values_list("app_links__app__package", flat=True).distinct().exclude(
-                      app_links__app__package=None))
+    apps = sorted(set(QueryApp.objects.exclude(query__status=Query.Status.REJECTED)
+                      .values_list("app__package", flat=True)))
     return (f"apps in use: {', '.join(apps) or 'none (import queries first)'}; "
             f"tags in use: {', '.join(tags) or 'none'}")
 

@@ -33,8 +33,11 @@ def test_bad_launches_are_refused_with_a_reason(client_as):
     client = client_as("manager")
     page = client.post("/runs/", {"line": "automatic", "phones": "zero"}, follow=True)
     assert b"a number is malformed" in page.content
+    make_query("hinted", tags=("shown",))
     page = client.post("/runs/", {"line": "automatic", "tags": "nothing-has-this"}, follow=True)
     assert b"No query matches" in page.content and not CollectionRun.objects.exists()
+    # ...and says what a selection can name instead, each app once
+    assert b"apps in use: com.android.settings;" in page.content and b"tags in use: shown" in page.content
 
 
 def test_the_api_launches_and_cancels(client_as, farm_settings):
