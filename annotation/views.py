@@ -2,8 +2,8 @@
 from django.shortcuts import render
 
 from accounts.roles import ANNOTATOR, role_required
-from flywheel.collection.semi_auto import default_policy_version
 from flywheel.models import ModelVersion, Query, Trajectory
+from flywheel.policies import default_policy_version
 
 
 @role_required(ANNOTATOR)

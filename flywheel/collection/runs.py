@@ -18,8 +18,8 @@ from devices.models import Device, Lease, WorkItem
 from devices.phone import PhoneConnection
 from flywheel.collection.engine import CollectionConfig, PhoneLost, finish_trajectory, run_trajectory
 from flywheel.console.events import publish
-from flywheel.models import CollectionRun, Line, ModelVersion, Query, QueryApp, RlQueryEntry, Trajectory
-from flywheel.policies import OFFLINE_POLICY_NAME, policy_for
+from flywheel.models import CollectionRun, Line, Query, QueryApp, RlQueryEntry, Trajectory
+from flywheel.policies import default_policy_version, policy_for
 
 log = logging.getLogger(__name__)
 LINES = (Line.AUTOMATIC, Line.SCHEMA, Line.EXTERNAL, Line.RL)  # the lines a run carries out
@@ -67,11 +67,6 @@ def selection_hint() -> str:
             f"tags in use: {', '.join(tags) or 'none'}")
 
 
-def default_model_version():
-    version, _ = ModelVersion.objects.get_or_create(name=OFFLINE_POLICY_NAME, defaults={"kind": "offline"})
-    return version
-
-
 def launch_run(line, query_filter=None, model_version=None, config=None, user=None, dispatch=True):
     """Create the run and its work; hand it to the workers. Returns the run."""
     if line not in LINES:
@@ -79,15 +74,13 @@ def launch_run(line, query_filter=None, model_version=None, config=None, user=No
     config = {"phones": 4, "repeats": 1, **(config or {})}
     with transaction.atomic():
         run = CollectionRun.objects.create(line=line, query_filter=query_filter or {}, config=config,
-                                           model_version=model_version or default_model_version(),
+                                           model_version=model_version or default_policy_version(),
                                            created_by=user, status=CollectionRun.Status.QUEUED)
         queries = list(select_queries(query_filter or {}))
         for repeat in range(int(config["repeats"])):
             for query in queries:
-                requirements = dict(query.requirements or {})
-                requirements["apps"] = sorted(set(requirements.get("apps") or []) | set(query.app_packages))
                 scheduling.enqueue(run_kind(run), {"run_id": run.pk, "query_id": query.pk, "repeat": repeat},
-                                   requirements)
+                                   query.phone_requirements())
         run.total = len(queries) * int(config["repeats"])
         run.save(update_fields=["total"])
     if dispatch:

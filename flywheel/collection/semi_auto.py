@@ -28,8 +28,8 @@ from flywheel.blobs import read_blob
 from flywheel.collection import recorder
 from flywheel.collection.edits import measure_edit
 from flywheel.console.events import publish
-from flywheel.models import Destination, Line, ModelVersion, Outcome, Query, SftEntry, Trajectory
-from flywheel.policies import OFFLINE_POLICY_NAME, PolicyError, policy_for
+from flywheel.models import Destination, Line, Outcome, Query, SftEntry, Trajectory
+from flywheel.policies import PolicyError, default_policy_version, policy_for
 from flywheel.policies.protocol import ASKING_ACTIONS, DEFAULT_K, ENDING_ACTIONS, TAGS
 from flywheel.rules.consistency import GateStep, check_bidirectional_consistency
 from flywheel.rules.pools import sft_intake_allowed
@@ -46,17 +46,6 @@ def lease_holder(trajectory) -> str:
     return f"semi-auto:trajectory:{trajectory.pk}"
 
 
-def default_policy_version() -> ModelVersion:
-    version, _ = ModelVersion.objects.get_or_create(name=OFFLINE_POLICY_NAME, defaults={"kind": "offline"})
-    return version
-
-
-def query_requirements(query) -> dict:
-    requirements = dict(query.requirements or {})
-    requirements["apps"] = sorted(set(requirements.get("apps") or []) | set(query.app_packages))
-    return requirements
-
-
 def next_query_for(user):
     """Assigned to this person first, then the open pool; claimed atomically."""
     for candidates in (Query.objects.filter(assignee=user, status=Query.Status.READY),
@@ -69,7 +58,7 @@ def next_query_for(user):
 
 
 def _lease_phone(query, holder, user):
-    requirements = query_requirements(query)
+    requirements = query.phone_requirements()
     for device in Device.objects.filter(status=Device.Status.IDLE).order_by("adb_server", "serial"):
         if not satisfies(device.readiness_profile, requirements):
             continue
@@ -96,7 +85,7 @@ def start_session(query, user, model_version=None) -> Trajectory:
     if lease is None:
         trajectory.delete()
         Query.objects.filter(pk=query.pk, status=Query.Status.IN_PROGRESS).update(status=Query.Status.READY)
-        raise SessionError(f"no free phone offers {', '.join(query_requirements(query)['apps'])}; "
+        raise SessionError(f"no free phone offers {', '.join(query.phone_requirements()['apps'])}; "
                            "try again when one is released")
     trajectory.device = device
     trajectory.save(update_fields=["device"])

@@ -57,11 +57,5 @@ def heal_environment(trajectory_id: int, reason: str):
     query = trajectory.query
     scheduling.enqueue("collect", payload={"query_id": query.pk, "line": trajectory.line,
                                            "recollect_of": trajectory.pk, "reason": reason[:300]},
-                       requirements=recollect_requirements(query), priority=1)
+                       requirements=query.phone_requirements(), priority=1)
     log.info("trajectory %s: Env_ERROR, query %s queued for re-collection", trajectory.pk, query.key)
-
-
-def recollect_requirements(query) -> dict:
-    requirements = dict(query.requirements or {})
-    requirements.setdefault("apps", query.app_packages)
-    return requirements

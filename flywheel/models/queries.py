@@ -73,6 +73,12 @@ class Query(models.Model):
     def app_packages(self):
         return [link.app.package for link in self.app_links.select_related("app")]
 
+    def phone_requirements(self) -> dict:
+        """What a phone must offer to run this query: its requirements plus every app it uses."""
+        requirements = dict(self.requirements or {})
+        requirements["apps"] = sorted(set(requirements.get("apps") or []) | set(self.app_packages))
+        return requirements
+
     def set_apps(self, apps):
         """Keep the order given: the first app is where the task starts."""
         self.app_links.all().delete()

@@ -10,6 +10,14 @@ from flywheel.policies.offline import OfflinePolicy
 OFFLINE_POLICY_NAME = "offline-rules-v1"
 
 
+def default_policy_version():
+    """The built-in offline policy's model version (created on first use)."""
+    from flywheel.models import ModelVersion
+
+    version, _ = ModelVersion.objects.get_or_create(name=OFFLINE_POLICY_NAME, defaults={"kind": "offline"})
+    return version
+
+
 def policy_for(model_version=None) -> Policy:
     if model_version is None or model_version.kind == "offline":
         return OfflinePolicy()
@@ -17,4 +25,4 @@ def policy_for(model_version=None) -> Policy:
 
 
 __all__ = ["Policy", "PolicyError", "PolicyState", "Proposal", "EndpointPolicy", "OfflinePolicy",
-           "check_endpoint_health", "policy_for", "OFFLINE_POLICY_NAME"]
+           "check_endpoint_health", "default_policy_version", "policy_for", "OFFLINE_POLICY_NAME"]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from flywheel.models import ModelVersion, Query
-from flywheel.policies import OFFLINE_POLICY_NAME
+from flywheel.models import Query
+from flywheel.policies import default_policy_version
 from flywheel.queries.jsonl import QueryImportError, import_queries
 
 
@@ -20,7 +20,7 @@ class Command(BaseCommand):
                             help="a query file to import on an empty database (repeatable)")
 
     def handle(self, *args, tasks, **options):
-        ModelVersion.objects.get_or_create(name=OFFLINE_POLICY_NAME, defaults={"kind": "offline"})
+        default_policy_version()
         if Query.objects.exists():
             self.stdout.write(f"Queries: {Query.objects.count()} in the database.")
             return
