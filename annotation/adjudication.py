@@ -9,8 +9,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from flywheel.access import IN_ADJUDICATION_QUEUE
 from flywheel.evaluation.destinations import route_trajectory
-from flywheel.models import Adjudication, Destination, Outcome, Trajectory
+from flywheel.models import Adjudication, Destination, Trajectory
 from flywheel.rules.htsc import route_adjudication
 
 CLAIM_TTL = timedelta(minutes=10)
@@ -22,7 +23,7 @@ class ClaimRefused(Exception):
 
 def waiting_for_adjudication():
     """Undetermined trajectories no one has decided, oldest first."""
-    return (Trajectory.objects.filter(destination=Destination.ADJUDICATION, verdict=Outcome.UNDETERMINED)
+    return (Trajectory.objects.filter(IN_ADJUDICATION_QUEUE)
             .exclude(adjudications__decision__gt="").order_by("finished_at", "pk"))
 
 

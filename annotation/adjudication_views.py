@@ -64,19 +64,33 @@ def adjudicate_next(request):
 
 @role_required(ADJUDICATOR)
 def adjudicate(request, trajectory_id):
+    """The step player and, for the person holding the claim, the decision; opening it claims
+    nothing (claim_and_judge does, by POST)."""
     trajectory = get_object_or_404(Trajectory.objects.select_related("query", "device"), pk=trajectory_id)
     if trajectory.destination != Destination.ADJUDICATION:
         raise Http404("This trajectory is not waiting for adjudication.")
-    try:
-        claim = adjudication.claim(trajectory.pk, request.user)
-    except adjudication.ClaimRefused as refusal:
-        messages.error(request, f"Can't open it: {refusal}.")
-        return redirect("adjudication-queue")
+    claim = adjudication.open_claim(trajectory)
     return render(request, "annotation/adjudicate.html", {
-        "trajectory": trajectory, "claim": claim, "votes": trajectory.votes.order_by("system"),
+        "trajectory": trajectory, "claim": claim,
+        "mine": claim is not None and claim.adjudicator_id == request.user.pk,
+        "votes": trajectory.votes.order_by("system"),
         "verdict": trajectory.verdicts.order_by("-created_at").first(),
         "frames": player_steps(trajectory),
     })
+
+
+@role_required(ADJUDICATOR)
+@require_POST
+def claim_and_judge(request, trajectory_id):
+    """Lock the trajectory for this person (or extend their lock), then show it."""
+    try:
+        adjudication.claim(trajectory_id, request.user)
+    except Trajectory.DoesNotExist:
+        raise Http404("No such trajectory.") from None
+    except adjudication.ClaimRefused as refusal:
+        messages.error(request, f"Can't judge it: {refusal}.")
+        return redirect("adjudication-queue")
+    return redirect("adjudicate", trajectory_id=trajectory_id)
 
 
 @role_required(ADJUDICATOR)

@@ -7,13 +7,15 @@ import json
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from accounts.roles import ADMIN, ANNOTATOR, has_role, role_required
 from devices.actions import ACTIONS, SYSTEM_BUTTONS, TERMINATE_STATUSES
 from flywheel.collection import semi_auto
+from flywheel.collection.edits import EditError
 from flywheel.collection.semi_auto import SessionError
 from flywheel.models import Line, ModelVersion, Query, Trajectory
 from flywheel.policies.protocol import TAGS
@@ -62,26 +64,27 @@ def take_next(request):
     except SessionError as error:
         messages.error(request, str(error))
         return redirect("my-queue")
+    _prepare_or_say_why(request, trajectory)
     return redirect("session", pk=trajectory.pk)
+
+
+def _needs_preparing(trajectory) -> bool:
+    """Coming back to the page (or after the lease expired) picks the session up again, and a
+    running session without a step awaiting verification observes and proposes the next one —
+    both by POST (session_prepare), never by opening the page."""
+    if trajectory.status == Trajectory.Status.PAUSED:
+        return trajectory.stop_reason == LEFT_THE_PAGE
+    if trajectory.status != Trajectory.Status.RUNNING:
+        return False
+    return semi_auto.live_lease(trajectory) is None or semi_auto.pending_step(trajectory) is None
 
 
 @role_required(ANNOTATOR)
 def session(request, pk):
+    """The page shows what is stored; it changes nothing (GET is safe)."""
     trajectory = _own_trajectory(request, pk)
-    error, step = "", None
-    lease_lost = trajectory.status == Trajectory.Status.RUNNING and semi_auto.live_lease(trajectory) is None
-    if lease_lost or (trajectory.status == Trajectory.Status.PAUSED and trajectory.stop_reason == LEFT_THE_PAGE):
-        try:  # coming back to the page (or after the lease expired) picks the session up again
-            semi_auto.resume(trajectory)
-        except SessionError as problem:
-            error = str(problem)
-    if trajectory.status == Trajectory.Status.RUNNING:
-        try:
-            step = semi_auto.prepare_step(trajectory)
-        except SessionError as problem:
-            error = str(problem)
-        except Exception as problem:  # a phone that stopped answering: say so, lose nothing
-            error = f"the phone did not answer: {problem}"
+    preparing = _needs_preparing(trajectory)
+    step = None if preparing or trajectory.status != Trajectory.Status.RUNNING else semi_auto.pending_step(trajectory)
     done = trajectory.steps.filter(executed_action__isnull=False).order_by("index")
     screen = (step.timings.get("screen") if step else None) or [1080, 2400]
     page = {
@@ -91,15 +94,56 @@ def session(request, pk):
         "screen": screen,
         "policy_error": (step.model_io or {}).get("error", "") if step else "",
         "urls": {name: f"/session/{trajectory.pk}/{name}/" for name in
-                 ("execute", "heartbeat", "pause", "resume", "leave", "not-executable")},
+                 ("execute", "prepare", "heartbeat", "pause", "resume", "leave", "not-executable")},
         "actions": list(ACTIONS), "buttons": list(SYSTEM_BUTTONS), "statuses": list(TERMINATE_STATUSES),
         "running": trajectory.status == Trajectory.Status.RUNNING,
     }
     return render(request, "annotation/session.html", {
-        "trajectory": trajectory, "step": step, "done": done, "error": error, "page": page,
+        "trajectory": trajectory, "step": step, "done": done, "page": page,
+        "preparing": preparing, "auto_prepare": preparing and "held" not in request.GET,
         "tags": TAGS, "shortcuts": SHORTCUTS, "issues": trajectory.consistency_issues,
         "flagged_steps": _flagged_steps(trajectory),
     })
+
+
+@role_required(ANNOTATOR)
+@require_POST
+def session_prepare(request, pk):
+    """Take the phone again if the lease lapsed or the page was left, then observe the screen and
+    ask the policy for the next step. A failure is shown on the page, which then waits for a
+    click instead of trying again by itself (`?held`)."""
+    trajectory = _own_trajectory(request, pk)
+    failed = False
+    try:
+        if _needs_preparing(trajectory) and (trajectory.status == Trajectory.Status.PAUSED
+                                             or semi_auto.live_lease(trajectory) is None):
+            semi_auto.resume(trajectory)
+            trajectory.refresh_from_db()
+    except SessionError as problem:
+        messages.error(request, str(problem))
+        failed = True
+    failed = failed or not _prepare_or_say_why(request, trajectory)
+    url = reverse("session", args=[pk]) + ("?held=1" if failed else "")
+    if request.headers.get("HX-Request") or request.headers.get("X-Requested-With"):
+        response = HttpResponse(status=204)  # htmx and session.js navigate themselves
+        response["HX-Redirect"] = url
+        return response
+    return redirect(url)
+
+
+def _prepare_or_say_why(request, trajectory) -> bool:
+    """Observe and propose the step awaiting verification; False (with a message) if that failed."""
+    if trajectory.status != Trajectory.Status.RUNNING:
+        return True
+    try:
+        semi_auto.prepare_step(trajectory)
+    except SessionError as problem:
+        messages.error(request, str(problem))
+        return False
+    except Exception as problem:  # a phone that stopped answering: say so, lose nothing
+        messages.error(request, f"the phone did not answer: {problem}")
+        return False
+    return True
 
 
 def _flagged_steps(trajectory):
@@ -132,6 +176,8 @@ def execute(request, pk):
     try:
         outcome = semi_auto.execute_step(step, body["action"], body.get("cot") or {}, by_hand=bool(body.get("by_hand")),
                                          reply=str(body.get("reply") or ""))
+    except EditError as error:  # a point that is on no screen (Infinity, 1e400, ...): the request is bad
+        return JsonResponse({"ok": False, "error": str(error)}, status=400)
     except SessionError as error:
         return JsonResponse({"ok": False, "error": str(error)}, status=409)
     trajectory.refresh_from_db()
@@ -167,10 +213,14 @@ def leave(request, pk):
 @role_required(ANNOTATOR)
 @require_POST
 def resume(request, pk):
+    trajectory = _own_trajectory(request, pk)
     try:
-        semi_auto.resume(_own_trajectory(request, pk))
+        semi_auto.resume(trajectory)
     except SessionError as error:
         messages.error(request, str(error))
+        return redirect("session", pk=pk)
+    trajectory.refresh_from_db()
+    _prepare_or_say_why(request, trajectory)
     return redirect("session", pk=pk)
 
 

@@ -1,10 +1,18 @@
-from accounts.api import role_viewset
+"""Benchmarks and evaluation runs: managers define them; what an evaluation produces is read-only."""
+from accounts.api import model_serializer, role_viewset
 from accounts.roles import ADMIN, MANAGER
 from benchmark.models import Benchmark, EvalRun
 
 BenchmarkViewSet = role_viewset(Benchmark, read_roles=(MANAGER,), write_roles=(MANAGER, ADMIN))
-EvalRunViewSet = role_viewset(EvalRun, read_roles=(MANAGER,), write_roles=(MANAGER, ADMIN),
-                              filter_fields=("benchmark", "status"))
+_EvalRunBase = role_viewset(
+    EvalRun, read_roles=(MANAGER,), write_roles=(MANAGER, ADMIN), filter_fields=("benchmark", "status"),
+    serializer=model_serializer(EvalRun, read_only=(
+        "status", "trajectories", "scores", "created_by", "finished_at")))
+
+
+class EvalRunViewSet(_EvalRunBase):
+    def perform_create(self, serializer):
+        serializer.save(created_by=self.request.user)
 
 
 def register(router):

@@ -25,5 +25,6 @@ app.conf.beat_schedule = {
     "flywheel-heartbeat": {"task": "flywheel.tasks.heartbeat", "schedule": 30.0},
     "flywheel-evaluate-pending": {"task": "flywheel.tasks.evaluate_pending", "schedule": 60.0},
     "flywheel-recover-interrupted": {"task": "flywheel.tasks.recover_interrupted", "schedule": 30.0},
+    "flywheel-redispatch-runs": {"task": "flywheel.tasks.redispatch_runs", "schedule": 30.0},
 }
 app.autodiscover_tasks()

@@ -2,6 +2,7 @@
 import os
 import secrets
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -34,6 +35,18 @@ SECRET_KEY = _secret_key()
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+
+# HTTPS=1 when the site is served over TLS (a proxy in front terminates it and sets
+# X-Forwarded-Proto; it must overwrite that header from clients): secure cookies, HTTP → HTTPS
+# redirects and HSTS. /healthz stays reachable over plain HTTP for load-balancer probes.
+HTTPS = env_bool("HTTPS", False)
+if HTTPS:
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -125,7 +138,17 @@ CELERY_RESULT_BACKEND = "django-db"
 CELERY_RESULT_EXTENDED = True
 CELERY_TASK_TRACK_STARTED = True
 CELERY_TASK_ACKS_LATE = True
+# A task whose worker process died goes back to the queue (tasks are idempotent: judging claims
+# its trajectory, collection claims its work items).
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# Every task ends well within the broker's visibility timeout, so Redis never hands out again a
+# task that is still running. collect_on_host acks on receipt and keeps to its own budget.
+CELERY_TASK_SOFT_TIME_LIMIT = 25 * 60
+CELERY_TASK_TIME_LIMIT = 30 * 60
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A broker that goes away must not cancel the collection in hand; what it forgot is re-dispatched.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_QUEUES_NAMES = ["default", "collection", "evaluation", "repair", "training", "benchmark"]
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
@@ -138,6 +161,19 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT failed sign-ins for one username from
+# one address, that pair is locked for AXES_COOLOFF_MINUTES (the login page, the admin and the
+# API's basic auth alike). A stranger elsewhere cannot lock a colleague out. An admin unlocks early
+# with `manage.py axes_reset_username NAME`. Each test rolls back its attempts with its database.
+INSTALLED_APPS.append("axes")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # last, as axes requires
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("AXES_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
@@ -185,8 +221,9 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.roles.HasAnyRole"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "accounts.api_defaults.ApiPagination",
     "PAGE_SIZE": 100,
+    "EXCEPTION_HANDLER": "accounts.api_defaults.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Flywheel console API",
@@ -203,8 +240,22 @@ SPECTACULAR_SETTINGS = {
 ADB_SERVERS = env_list("ADB_SERVERS", "127.0.0.1:15037")
 # An OpenAI-compatible model version (by name) that judges for HTSC Systems B and C; rules otherwise.
 JUDGE_MODEL_VERSION = os.environ.get("JUDGE_MODEL_VERSION", "")
+# Model endpoints (flywheel/policies/url_safety.py): link-local/metadata addresses are always refused;
+# these CIDRs, when set, narrow the rest (e.g. "10.0.0.0/8,127.0.0.0/8"). Replies are size-capped.
+MODEL_ENDPOINT_ALLOWED_NETWORKS = env_list("MODEL_ENDPOINT_ALLOWED_NETWORKS", "")
+MODEL_ENDPOINT_MAX_REPLY_BYTES = int(os.environ.get("MODEL_ENDPOINT_MAX_REPLY_BYTES", str(8 * 1024 * 1024)))
+# Uploads: an import (query JSONL, external queries) may be this large (flywheel/queries/uploads.py).
+# Form fields and non-file bodies stay small (pasted text); bigger imports come as files, which
+# Django spools to disk above FILE_UPLOAD_MAX_MEMORY_SIZE. Cap the body at the proxy too.
+QUERY_IMPORT_MAX_BYTES = int(os.environ.get("QUERY_IMPORT_MAX_BYTES", str(20 * 1024 * 1024)))
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", str(5 * 1024 * 1024)))
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # Django's default, said here so it is not forgotten
 # A collection worker that stops sending heartbeats loses its phones after this long.
 COLLECTION_LEASE_SECONDS = int(os.environ.get("COLLECTION_LEASE_SECONDS", "60"))
+# One driving task per host works this long, then hands the rest of the run to a fresh task.
+COLLECTION_TASK_BUDGET_S = int(os.environ.get("COLLECTION_TASK_BUDGET_S", "1800"))
+# A run with open work, no live lease and no dispatch for this long is dispatched again (beat).
+COLLECTION_REDISPATCH_AFTER_S = int(os.environ.get("COLLECTION_REDISPATCH_AFTER_S", "120"))
 
 LOGGING = {
     "version": 1,

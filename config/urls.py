@@ -6,13 +6,14 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+import annotation.api
 import benchmark.api
 import devices.api
 import flywheel.api
 import training.api
 
 router = DefaultRouter()
-for api_module in (flywheel.api, devices.api, benchmark.api, training.api):
+for api_module in (flywheel.api, devices.api, annotation.api, benchmark.api, training.api):
     api_module.register(router)
 
 urlpatterns = [

@@ -112,7 +112,10 @@ def to_pixels(point, coords: str, width: int, height: int) -> tuple[int, int]:
         scale_x, scale_y = width / 1000.0, height / 1000.0
     else:
         raise ActionError("coords", f"unknown coordinate system {coords!r}; use one of {', '.join(COORDS)}")
-    return int(round(x * scale_x)), int(round(y * scale_y))
+    x, y = x * scale_x, y * scale_y
+    if not (math.isfinite(x) and math.isfinite(y)):  # e.g. 1e308 of the screen's width
+        raise ActionError("point", f"point [{point[0]}, {point[1]}] in {coords} is too large to be on any screen")
+    return int(round(x)), int(round(y))
 
 
 def normalize_action(action, width: int, height: int) -> dict:
@@ -247,7 +250,12 @@ def _pair(value, field):
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, Real) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer too large for a float (JSON allows 1e400 written out)
+        return False
 
 
 def _text(action, field, allow_empty):

@@ -3,8 +3,12 @@
 It blocks actions that would confirm a payment, expose private data or do something irreversible,
 judged from the action AND the current screen: the element the action would hit (the smallest
 clickable node under its point; for `type` without a point, the focused field), that element's
-text / content-desc / resource-id, and the whole page's text. The rules are data
+text / content-desc / resource-id, and the whole page's text. `open` is judged once its app is
+resolved: its element is the app (label and package). The rules are data
 (devices.models.SafetyRule, seeded by migration 0003, edited in the admin).
+
+Every input is audited as it is sent, on the screen as it is then (devices/gate.py), including
+each tap and key a composite action makes.
 
 `audit()` is a pure function over (action, hierarchy XML, rules); `audit_and_record()` loads the
 enabled rules and records a block as an AuditEvent.
@@ -144,16 +148,26 @@ def audit(action: dict, hierarchy_xml: str, rules) -> AuditDecision:
     if action.get("action") == "system_button" and action.get("button") in ESCAPE_BUTTONS:
         return AuditDecision(True)
     roots = parse_hierarchy(hierarchy_xml or "")
-    node = target_element(action, roots)
-    element = element_text(node)
+    if action.get("action") == "open":
+        element, described = opened_app(action)
+    else:
+        node = target_element(action, roots)
+        element, described = element_text(node), (node.describe() if node is not None else None)
     page = page_text(roots)
     typed = typed_text(action)
     for rule in rules:
         if rule_applies(rule, action, element, page, typed):
-            described = node.describe() if node is not None else None
             return AuditDecision(False, reason=f"{rule.reason} (safety rule '{rule.name}')",
                                  rule=rule, element=described)
-    return AuditDecision(True, element=node.describe() if node is not None else None)
+    return AuditDecision(True, element=described)
+
+
+def opened_app(action: dict) -> tuple[str, dict | None]:
+    """What element patterns see of an `open`: the resolved app's label and package, one a line."""
+    parts = [action.get("label") or "", action.get("package") or ""]
+    if not any(parts):
+        return "", None
+    return "\n".join(part for part in parts if part), {"label": parts[0], "package": parts[1]}
 
 
 # -- with the database ---------------------------------------------------------------------------

@@ -5,6 +5,10 @@
   the phone.
 - set_scroll_widget: turn the wheel picker at a point to a target value, swipe by swipe, reading
   the hierarchy between swipes.
+
+Every key, tap, swipe and launch they make goes through an InputGate (devices/gate.py): audited
+as that exact input on the screen as it is then, with the holder's lease confirmed. `gate.phone`
+is used directly only to read (package list, foreground).
 """
 from __future__ import annotations
 
@@ -13,8 +17,12 @@ import re
 import threading
 import time
 
+from devices.gate import InputBlocked
 from devices.touch import plan_swipe, stroke_command
 from devices.uitree import all_nodes, parse_hierarchy
+
+HOME = {"action": "system_button", "button": "home"}
+HOME_KEY = "input keyevent KEYCODE_HOME"
 
 LAUNCHER_PAGES_MAX = 6
 LAUNCH_SETTLE_S = 0.3
@@ -76,13 +84,13 @@ def installed_packages(phone) -> list[str]:
     return sorted({line.split(":", 1)[1].strip() for line in output.splitlines() if line.startswith("package:")})
 
 
-def launcher_labels(phone) -> list[tuple[str, tuple[int, int], int]]:
+def launcher_labels(gate) -> list[tuple[str, tuple[int, int], int]]:
     """(label, centre, page) of every app icon on the home screen, flipping through its pages.
     The real way to see labels over ADB: `pm` does not print them."""
-    phone.shell("input keyevent KEYCODE_HOME")
+    gate.send(HOME, HOME_KEY)
     seen, found = set(), []
     for page in range(LAUNCHER_PAGES_MAX):
-        roots = parse_hierarchy(phone.dump_hierarchy())
+        roots = parse_hierarchy(gate.screen())
         icons = [n for n in all_nodes(roots) if n.clickable and (n.text or n.desc)
                  and "launcher" in n.package and not n.scrollable]
         new = [(n.text or n.desc, n.center, page) for n in icons if (n.text or n.desc) not in seen]
@@ -96,9 +104,11 @@ def launcher_labels(phone) -> list[tuple[str, tuple[int, int], int]]:
             break
         x1, y1, x2, y2 = workspace.bounds
         mid = (y1 + y2) // 2
-        phone.shell(f"input swipe {x2 - (x2 - x1) // 8} {mid} {x1 + (x2 - x1) // 8} {mid} 300")
+        start, end = [x2 - (x2 - x1) // 8, mid], [x1 + (x2 - x1) // 8, mid]
+        gate.send({"action": "swipe", "start": start, "end": end},
+                  f"input swipe {start[0]} {mid} {end[0]} {mid} 300")
     if any(page > 0 for _, _, page in found):
-        phone.shell("input keyevent KEYCODE_HOME")  # back to the first page
+        gate.send(HOME, HOME_KEY)  # back to the first page
     return found
 
 
@@ -117,33 +127,54 @@ def _package_for_label(label: str, packages: list[str]) -> str | None:
     return best
 
 
-def app_labels(phone, packages: list[str] | None = None, refresh: bool = False) -> dict[str, str]:
-    """{label: package} of launchable apps, cached per phone until its package list changes."""
+def app_labels(gate, packages: list[str] | None = None, refresh: bool = False) -> dict[str, str]:
+    """{label: package} of launchable apps, cached per phone until its package list changes.
+
+    Reading them presses Home and may tap icons: `gate` audits each of those inputs. A label whose
+    identifying tap was blocked is left out, and the list is then not cached."""
+    phone = gate.phone
     key = (phone.address, phone.serial)
     packages = installed_packages(phone) if packages is None else packages
     with _label_lock:
         cached = _label_cache.get(key)
     if cached and cached[0] == tuple(packages) and not refresh:
         return dict(cached[1])
-    labels = {}
-    for label, centre, page in launcher_labels(phone):
+    labels, complete = {}, True
+    for label, centre, page in launcher_labels(gate):
         package = _package_for_label(label, packages)
         if package is None and page == 0:
-            package = _package_by_tapping(phone, centre)
+            try:
+                package = _package_by_tapping(gate, centre)
+            except InputBlocked:
+                complete = False
         if package:
             labels[label] = package
-    with _label_lock:
-        _label_cache[key] = (tuple(packages), labels)
+    if complete:
+        with _label_lock:
+            _label_cache[key] = (tuple(packages), labels)
     return dict(labels)
 
 
-def _package_by_tapping(phone, centre) -> str | None:
+def forget_labels(phone) -> None:
+    """Drop the cached labels of one phone (the next `open` reads its launcher again)."""
+    with _label_lock:
+        _label_cache.pop((phone.address, phone.serial), None)
+
+
+def cached_labels(phone) -> dict[str, str] | None:
+    """The labels read from this phone's launcher earlier in this process, without touching it."""
+    with _label_lock:
+        cached = _label_cache.get((phone.address, phone.serial))
+    return dict(cached[1]) if cached else None
+
+
+def _package_by_tapping(gate, centre) -> str | None:
     """Last resort for a label that names no package (WeChat is com.tencent.mm): open it from the
     launcher, as a person would, and read which package came to the front."""
-    phone.shell(f"input tap {centre[0]} {centre[1]}")
+    gate.send({"action": "click", "point": list(centre)}, f"input tap {centre[0]} {centre[1]}")
     time.sleep(LAUNCH_SETTLE_S)
-    package = phone.foreground().get("package") or None
-    phone.shell("input keyevent KEYCODE_HOME")
+    package = gate.phone.foreground().get("package") or None
+    gate.send(HOME, HOME_KEY)
     return package if package and "launcher" not in package else None
 
 
@@ -190,20 +221,22 @@ def _word_runs(text: str, longest: int = 3) -> set[str]:
     return {"".join(tokens[i:i + n]) for n in range(1, longest + 1) for i in range(len(tokens) - n + 1)}
 
 
-def open_app(phone, need: str) -> dict:
-    """Resolve and launch; returns {"package", "why", "command"} or raises CompositeError."""
-    packages = installed_packages(phone)
-    labels = app_labels(phone, packages)
+def open_app(gate, need: str) -> dict:
+    """Resolve, audit the launch of the resolved app, launch; returns {"package", "label", "why",
+    "command"}. Raises CompositeError, or InputBlocked when the audit refuses an input."""
+    packages = installed_packages(gate.phone)
+    labels = app_labels(gate, packages)
     resolved = resolve_app(need, labels, packages)
     if resolved is None:
         names = ", ".join(sorted(labels)) or "none found"
         raise CompositeError(f"no installed app serves {need!r}; launcher apps: {names}")
     package, why = resolved
+    label = next((name for name, owner in labels.items() if owner == package), "")
     command = f"monkey -p {package} -c android.intent.category.LAUNCHER 1"
-    code, output = phone.shell_result(command)
+    code, output = gate.send({"action": "open", "app": need, "package": package, "label": label}, command)
     if code != 0 or "No activities found" in output or "aborted" in output:
         raise CompositeError(f"{package} could not be launched: {output.strip()[-200:]}")
-    return {"package": package, "why": why, "command": command}
+    return {"package": package, "label": label, "why": why, "command": command}
 
 
 # -- set_scroll_widget ---------------------------------------------------------------------------
@@ -251,13 +284,13 @@ def _as_number(text):
         return None
 
 
-def set_scroll_widget(phone, point, target: str, rng, width: int, height: int) -> dict:
+def set_scroll_widget(gate, point, target: str, rng, width: int, height: int) -> dict:
     """Swipe the wheel at `point` until it shows `target`. Returns {"value", "swipes", "history"}."""
     history, commands = [], []
     direction = None       # +1: towards later values (finger moves up), -1: earlier
     tried_other_way = False
     for swipe in range(WHEEL_MAX_SWIPES + 1):
-        roots = parse_hierarchy(phone.dump_hierarchy())
+        roots = parse_hierarchy(gate.screen())
         wheel = find_wheel(roots, *point)
         if wheel is None:
             raise CompositeError(f"no wheel picker at {list(point)}")
@@ -285,12 +318,12 @@ def set_scroll_widget(phone, point, target: str, rng, width: int, height: int) -
             count = WHEEL_ITEMS_PER_SWIPE
         if len(history) > 2 and history[-1] == history[-2] == history[-3]:
             break  # the wheel does not move any more
-        commands.append(_turn_wheel(phone, wheel, direction, count, rng, width, height))
+        commands.append(_turn_wheel(gate, wheel, point, target, direction, count, rng, width, height))
     raise CompositeError(f"the wheel at {list(point)} did not reach {target!r}; "
                          f"it showed {' → '.join(dict.fromkeys(history))}")
 
 
-def _turn_wheel(phone, wheel, direction, count, rng, width, height):
+def _turn_wheel(gate, wheel, point, target, direction, count, rng, width, height):
     items = [n for n in wheel.walk() if n is not wheel and n.text]
     item_height = max((n.bounds[3] - n.bounds[1] for n in items), default=(wheel.bounds[3] - wheel.bounds[1]) // 3)
     x = wheel.center[0]
@@ -304,5 +337,7 @@ def _turn_wheel(phone, wheel, direction, count, rng, width, height):
     start = (x, min(max(start_y, 0), height - 1))
     end = (x, min(max(end_y, 0), height - 1))
     command = stroke_command(plan_swipe(start, end, 500 + 100 * count, rng, width, height))
-    phone.shell(command)
+    # Audited as the action it serves, at the wheel, with this stroke's own start and end.
+    gate.send({"action": "set_scroll_widget", "point": list(point), "value": target,
+               "start": list(start), "end": list(end)}, command)
     return command

@@ -1,9 +1,11 @@
 """The action executor: runs any of the 14 actions (devices/actions.py) on a PhoneConnection.
 
-Every screen-touching action passes the safety audit (devices/audit.py) first; a block is
-recorded and returned, never executed. take_notes refuses secrets whatever the rules say.
-Control actions (terminate, clarify, call_user) touch nothing: they come back as `control` for
-the caller to record.
+Every input an action sends — the tap of a click, the focusing tap and the text of a type, each key,
+gesture, launcher tap and app launch of a composite — goes through one InputGate
+(devices/gate.py): audited as that input on the screen as it is just before it (a block is
+recorded and returned, never executed), and sent only while the holder's lease (when given) is
+still held. take_notes refuses secrets whatever the rules say. Control actions (terminate,
+clarify, call_user) touch nothing: they come back as `control` for the caller to record.
 """
 from __future__ import annotations
 
@@ -13,10 +15,11 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 
-from devices import touch
+from devices import leases, touch
 from devices.actions import SCREEN_ACTIONS, SYSTEM_BUTTONS, ActionError, normalize_action
 from devices.audit import AuditDecision, audit_and_record, record_block
 from devices.composite import CompositeError, open_app, set_scroll_widget
+from devices.gate import InputBlocked, InputGate, LeaseLost
 from devices.phone import PhoneUnavailable
 from devices.sensitive_text import secrets_in
 
@@ -40,6 +43,7 @@ class ActionResult:
     commands: list = field(default_factory=list)   # shell command lines sent to the phone
     timings: dict = field(default_factory=dict)    # ms: audit, execute, total
     phone_lost: bool = False         # the phone stopped answering (not the action's fault)
+    lease_lost: bool = False         # the holder's lease lapsed or was taken: nothing more was sent
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -55,14 +59,19 @@ def shell_quote(text: str) -> str:
 
 class ActionExecutor:
     """Executes actions on one phone. `rules` (SafetyRule-like objects) may be passed to avoid a
-    query per action; by default the enabled rules are read from the database each time."""
+    query per action; by default the enabled rules are read from the database each time. With a
+    `lease`, every input first confirms (and extends by `lease_ttl`) that it is still held."""
 
     def __init__(self, phone, *, holder: str = "", device=None, rules=None, seed: int | None = None,
-                 gestures: str = "motionevent", coords: str = "pixel"):
+                 gestures: str = "motionevent", coords: str = "pixel", lease=None,
+                 lease_ttl=leases.DEFAULT_TTL):
         self.phone = phone
         self.holder = holder
         self.device = device
         self.rules = rules
+        self.lease = lease
+        self.lease_ttl = lease_ttl
+        self.gate: InputGate | None = None  # the current action's
         self.rng = random.Random(seed)
         self.gestures = gestures  # "motionevent" (eased trajectories) or "swipe" (old phones)
         self.coords = coords      # for actions that carry no "coords" (a model's own convention)
@@ -76,8 +85,9 @@ class ActionExecutor:
     # -- entry point ------------------------------------------------------------------------------
 
     def execute(self, action: dict, hierarchy_xml: str | None = None) -> ActionResult:
-        """Validate, audit, run. `hierarchy_xml` is the screen the action was decided on; without
-        it the current screen is dumped for the audit."""
+        """Validate, then run with every input audited. `hierarchy_xml`, the screen the action was
+        decided on, is not what the audit judges: that is the screen just before each input (a
+        stored dump may be minutes old)."""
         started = time.monotonic()
         result = ActionResult(ok=False)
         try:
@@ -97,27 +107,34 @@ class ActionExecutor:
         result.action = normalized
         result.note = normalized.get("note", "")
         name = normalized["action"]
+        run_started = time.monotonic()
         try:
-            if name in SCREEN_ACTIONS or name == "take_notes":
-                audit_started = time.monotonic()
-                if name == "take_notes":
-                    hierarchy_xml = hierarchy_xml or ""  # notes are judged on their text alone
-                elif hierarchy_xml is None:
-                    hierarchy_xml = self.phone.dump_hierarchy()
-                decision = audit_and_record(normalized, hierarchy_xml, phone=self.phone, device=self.device,
+            if name == "take_notes":  # no input: judged on its text alone
+                decision = audit_and_record(normalized, "", phone=self.phone, device=self.device,
                                             holder=self.holder, rules=self.rules)
-                result.timings["audit"] = _ms(audit_started)
-                result.element = decision.element
                 if decision.blocked:
-                    result.blocked, result.reason = True, decision.reason
-                    return self._finish(result, started)
-            run_started = time.monotonic()
+                    raise InputBlocked(decision)
+            elif name in SCREEN_ACTIONS:
+                self.gate = InputGate(self.phone, rules=self.rules, device=self.device, holder=self.holder,
+                                      lease=self.lease, lease_ttl=self.lease_ttl, commands=result.commands)
             getattr(self, f"_do_{name}")(normalized, result)
-            result.timings["execute"] = _ms(run_started)
             result.ok = not result.error
+        except InputBlocked as blocked:
+            result.blocked, result.reason = True, blocked.decision.reason
+            result.element = blocked.decision.element
+        except LeaseLost as lost:
+            result.error, result.lease_lost = str(lost), True
         except (ActionFailed, CompositeError, PhoneUnavailable) as error:
             result.error = str(error)
             result.phone_lost = isinstance(error, PhoneUnavailable)
+        audit_seconds = self.gate.audit_seconds if self.gate is not None else 0.0
+        if self.gate is not None:
+            result.timings["audit"] = int(round(audit_seconds * 1000))
+            if result.element is None:  # what the action itself acted on (not a launcher icon of `open`)
+                result.element = next((decision.element for audited, decision in self.gate.decisions
+                                       if audited["action"] == name and decision.element), None)
+        result.timings["execute"] = max(_ms(run_started) - int(round(audit_seconds * 1000)), 0)
+        self.gate = None
         return self._finish(result, started)
 
     def _finish(self, result, started):
@@ -125,50 +142,57 @@ class ActionExecutor:
         return result
 
     def _shell(self, result, command: str, timeout: float = 30) -> tuple[int, str]:
+        """A command that is not input (sleep, saving a screenshot file)."""
         result.commands.append(command)
         return self.phone.shell_result(command, timeout=timeout)
 
     def _check(self, result, command: str, timeout: float = 30) -> str:
-        code, output = self._shell(result, command, timeout)
-        if code != 0 or output.lstrip().startswith("Error"):
-            raise ActionFailed(f"`{command[:80]}` failed ({code}): {output.strip()[-300:]}")
-        return output
+        return _checked(command, *self._shell(result, command, timeout))
+
+    def _input(self, action: dict, command: str, timeout: float = 30) -> tuple[int, str]:
+        """Input, through the gate: audited as `action` on the screen as it is now."""
+        return self.gate.send(action, command, timeout=timeout)
+
+    def _input_checked(self, action: dict, command: str, timeout: float = 30) -> str:
+        return _checked(command, *self._input(action, command, timeout))
 
     # -- tap-level ----------------------------------------------------------------------------------
 
     def _do_click(self, action, result):
         x, y = action["point"]
-        self._check(result, f"input tap {x} {y}")
+        self._input_checked(action, f"input tap {x} {y}")
 
     def _do_double_click(self, action, result):
         # One shell line, so the gap between the taps is the phone's, not the network's.
-        self._check(result, touch.double_tap_command(*action["point"]))
+        self._input_checked(action, touch.double_tap_command(*action["point"]))
 
     def _do_type(self, action, result):
         if action.get("point"):
             x, y = action["point"]
-            self._check(result, f"input tap {x} {y}")
+            self._input_checked(action, f"input tap {x} {y}")  # judged: the field at the point, the text
             time.sleep(FOCUS_SETTLE_S)
+        # What follows goes into the focused field, judged afresh after each input.
+        into_focus = {key: value for key, value in action.items() if key not in ("point", "coords")}
         for index, line in enumerate(action["text"].split("\n")):
             if index:
-                self._check(result, "input keyevent KEYCODE_ENTER")
+                self._input_checked(into_focus, "input keyevent KEYCODE_ENTER")
             if line:
-                self._type_line(line, result)
+                self._type_line(into_focus, line)
 
-    def _type_line(self, text: str, result):
+    def _type_line(self, action, text: str):
         """`input text` for plain ASCII (space as %s, shell-quoted); anything else (unicode, a
         literal '%s') goes through the ADB keyboard broadcast, base64 so no byte is mangled."""
         if PLAIN_TEXT.match(text) and "%s" not in text:
             for start in range(0, len(text), TEXT_CHUNK):
                 chunk = text[start:start + TEXT_CHUNK].replace(" ", "%s")
-                self._check(result, f"input text {shell_quote(chunk)}")
+                self._input_checked(action, f"input text {shell_quote(chunk)}")
             return
         encoded = base64.b64encode(text.encode("utf-8")).decode("ascii")
-        self._check(result, f"am broadcast -a ADB_INPUT_B64 --es msg {encoded}")
+        self._input_checked(action, f"am broadcast -a ADB_INPUT_B64 --es msg {encoded}")
 
     def _do_system_button(self, action, result):
         button = action["button"]
-        code, output = self._shell(result, f"input keyevent {SYSTEM_BUTTONS[button]}")
+        code, output = self._input(action, f"input keyevent {SYSTEM_BUTTONS[button]}")
         if code == 0 and "Error" not in output:
             return
         if button == "screenshot":  # phones without a SYSRQ screenshot key: save one the same way
@@ -181,21 +205,21 @@ class ActionExecutor:
 
     # -- gesture-level --------------------------------------------------------------------------
 
-    def _stroke(self, result, points, fallback: str):
+    def _stroke(self, action, points, fallback: str):
         if self.gestures == "motionevent":
-            code, output = self._shell(result, touch.stroke_command(points), timeout=60)
+            code, output = self._input(action, touch.stroke_command(points), timeout=60)
             if code == 0 and "Error" not in output:
                 return
             if "motionevent" not in output and "Unknown" not in output:
                 raise ActionFailed(f"gesture failed ({code}): {output.strip()[-300:]}")
             self.gestures = "swipe"  # this phone has no `input motionevent`; remember it
-        self._check(result, fallback, timeout=60)
+        self._input_checked(action, fallback, timeout=60)
 
     def _do_swipe(self, action, result):
         width, height = self.window_size()
         points = touch.plan_swipe(action["start"], action["end"], action.get("duration_ms"), self.rng, width, height)
         action["duration_ms"] = touch.duration_of(points)
-        self._stroke(result, points, touch.swipe_fallback_command(action["start"], action["end"],
+        self._stroke(action, points, touch.swipe_fallback_command(action["start"], action["end"],
                                                                    action["duration_ms"]))
 
     def _do_drag(self, action, result):
@@ -203,27 +227,25 @@ class ActionExecutor:
         points = touch.plan_drag(action["start"], action["end"], action.get("duration_ms"), self.rng, width, height)
         action["duration_ms"] = touch.duration_of(points)
         (x1, y1), (x2, y2) = action["start"], action["end"]
-        self._stroke(result, points, f"input draganddrop {x1} {y1} {x2} {y2} {action['duration_ms']}")
+        self._stroke(action, points, f"input draganddrop {x1} {y1} {x2} {y2} {action['duration_ms']}")
 
     def _do_long_press(self, action, result):
         width, height = self.window_size()
         hold = action.get("duration_ms") or 800
         points = touch.plan_long_press(action["point"], hold, self.rng, width, height)
         x, y = action["point"]
-        self._stroke(result, points, f"input swipe {x} {y} {x} {y} {hold}")
+        self._stroke(action, points, f"input swipe {x} {y} {x} {y} {hold}")
 
     # -- composite -------------------------------------------------------------------------------
 
     def _do_open(self, action, result):
-        opened = open_app(self.phone, action["app"])
-        result.commands.append(opened["command"])
+        opened = open_app(self.gate, action["app"])
         action["package"] = opened["package"]
         result.note = _join(result.note, f"opened {opened['package']} ({opened['why']})")
 
     def _do_set_scroll_widget(self, action, result):
         width, height = self.window_size()
-        outcome = set_scroll_widget(self.phone, action["point"], action["value"], self.rng, width, height)
-        result.commands.extend(outcome["commands"])
+        outcome = set_scroll_widget(self.gate, action["point"], action["value"], self.rng, width, height)
         result.note = _join(result.note, f"wheel set to {outcome['value']} in {outcome['swipes']} swipes")
 
     def _do_take_notes(self, action, result):
@@ -258,6 +280,12 @@ class ActionExecutor:
 
 def execute_action(phone, action: dict, hierarchy_xml: str | None = None, **options) -> ActionResult:
     return ActionExecutor(phone, **options).execute(action, hierarchy_xml)
+
+
+def _checked(command: str, code: int, output: str) -> str:
+    if code != 0 or output.lstrip().startswith("Error"):
+        raise ActionFailed(f"`{command[:80]}` failed ({code}): {output.strip()[-300:]}")
+    return output
 
 
 def _ms(since: float) -> int:

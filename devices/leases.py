@@ -3,9 +3,12 @@
 The database guarantees exclusivity (a partial unique index on open leases), so concurrent
 requests from many processes can never both win.
 """
+import logging
+import threading
+from contextlib import contextmanager
 from datetime import timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from devices.models import Device, Lease
@@ -13,6 +16,9 @@ from devices.signals import lease_changed
 
 DEFAULT_TTL = timedelta(seconds=60)
 LEASABLE = ("idle", "leased")
+KEEPALIVE_EVERY_S = 10.0   # at most; a third of the TTL when that is shorter
+
+log = logging.getLogger(__name__)
 
 
 class LeaseRefused(Exception):
@@ -66,13 +72,66 @@ def acquire(device, holder, user=None, ttl=DEFAULT_TTL, purpose="", force=False)
 
 
 def heartbeat(lease, ttl=DEFAULT_TTL):
-    """Extend a live lease; False when it has already expired or been released."""
+    """Extend a live lease; False when it has already expired or been released.
+
+    One conditional UPDATE (this lease, still open, not yet expired): what a holder runs right
+    before acting, so a holder whose lease lapsed or was taken never acts."""
     now = timezone.now()
     extended = Lease.objects.filter(pk=lease.pk, released_at__isnull=True,
                                     expires_at__gt=now).update(expires_at=now + ttl)
     if extended:
         lease.expires_at = now + ttl
     return bool(extended)
+
+
+class LeaseKeeper:
+    """Heartbeats a lease from a background thread while its holder waits on something slow (a
+    model call may take minutes; a lease lives DEFAULT_TTL). `lost` turns True, and the thread
+    stops, once a heartbeat finds the lease released, expired or taken."""
+
+    def __init__(self, lease, ttl=DEFAULT_TTL, every_s=None):
+        self.lease, self.ttl = lease, ttl
+        self.every_s = every_s or min(KEEPALIVE_EVERY_S, ttl.total_seconds() / 3)
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"lease-{lease.pk}-keeper", daemon=True)
+
+    def _run(self):
+        try:
+            while not self._stop.wait(self.every_s):
+                if not heartbeat(self.lease, ttl=self.ttl):
+                    self.lost = True
+                    return
+        except Exception:  # a database hiccup: the holder's own check before acting decides
+            log.exception("keeping lease %s alive failed", self.lease.pk)
+        finally:
+            connection.close()  # Django's connections are per thread: this one dies with it
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+
+class _NoLease:
+    lost = False
+
+
+@contextmanager
+def kept_alive(lease, ttl=DEFAULT_TTL, every_s=None):
+    """`with kept_alive(lease) as keeper:` the lease is heartbeaten while the body runs; afterwards
+    `keeper.lost` says whether it was lost meanwhile. No lease (None): nothing to keep."""
+    if lease is None:
+        yield _NoLease()
+        return
+    keeper = LeaseKeeper(lease, ttl, every_s).start()
+    try:
+        yield keeper
+    finally:
+        keeper.stop()
 
 
 def release(lease):

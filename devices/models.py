@@ -30,6 +30,8 @@ class Device(models.Model):
     risk_level = models.CharField(max_length=6, choices=RiskLevel, default="low")
     status = models.CharField(max_length=12, choices=Status, default="idle", db_index=True)
     health = models.JSONField(default=dict, blank=True, help_text="last check and its findings")
+    baseline = models.JSONField(default=dict, blank=True,
+                                help_text="global settings restored on every reset (devices/baseline.py)")
     consecutive_failures = models.PositiveSmallIntegerField(default=0)
     last_seen = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

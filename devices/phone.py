@@ -1,9 +1,15 @@
 """One phone reached over ADB: the only way product code talks to a phone (virtual or real)."""
 import re
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import adbutils
+
+# Commands that only read: sending one leaves a recent UI dump valid. Anything else (input, am,
+# monkey, pm clear, settings put, sleep, unknown commands) may change the screen and retires it.
+READ_ONLY_COMMANDS = ("echo", "true", "getprop", "wm size", "wm density", "dumpsys", "pm list", "pm path",
+                      "settings get", "cat ", "ls", "screencap", "content query", "uiautomator dump /dev/tty")
 
 
 class PhoneUnavailable(Exception):
@@ -20,6 +26,8 @@ class PhoneConnection:
     address: str  # host:port of the ADB server
     serial: str
     _server_version: int | None = field(default=None, repr=False, compare=False)
+    # The last UI dump and when it was read (monotonic), until a command that may change the screen.
+    _last_dump: tuple[str, float] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def for_device(cls, device):
@@ -30,6 +38,7 @@ class PhoneConnection:
         return adb_client(self.address).device(serial=self.serial)
 
     def shell(self, command: str, timeout: float = 20) -> str:
+        self._forget_dump_unless_read_only(command)
         try:
             return self.adb.shell(command, timeout=timeout)
         except (adbutils.AdbError, OSError) as error:
@@ -37,6 +46,7 @@ class PhoneConnection:
 
     def shell_result(self, command: str, timeout: float = 20):
         """(exit code, output) for commands whose success matters."""
+        self._forget_dump_unless_read_only(command)
         try:
             result = self.adb.shell2(command, timeout=timeout)
         except (adbutils.AdbError, OSError) as error:
@@ -51,6 +61,7 @@ class PhoneConnection:
         the 22 ms a capture otherwise takes, which matters when screens are polled many times a
         second. The answer is read in large chunks and joined once.
         """
+        self._forget_dump_unless_read_only(command)
         try:
             client = self.adb._client
             if self._server_version is None:
@@ -84,9 +95,24 @@ class PhoneConnection:
 
     def dump_hierarchy(self) -> str:
         try:
-            return self.adb.dump_hierarchy()
+            xml = self.adb.dump_hierarchy()
         except (adbutils.AdbError, OSError) as error:
             raise PhoneUnavailable(f"{self.serial}@{self.address}: {error}") from error
+        self._last_dump = (xml, time.monotonic())
+        return xml
+
+    def recent_dump(self, max_age_s: float) -> str | None:
+        """The UI dump read through this connection less than `max_age_s` ago, if no command that
+        may change the screen was sent since; else None."""
+        if self._last_dump is None:
+            return None
+        xml, read_at = self._last_dump
+        return xml if time.monotonic() - read_at < max_age_s else None
+
+    def _forget_dump_unless_read_only(self, command: str) -> None:
+        parts = [part.strip() for part in re.split(r"[;&|\n]+", command) if part.strip()]
+        if "$(" in command or "`" in command or not all(part.startswith(READ_ONLY_COMMANDS) for part in parts):
+            self._last_dump = None
 
     def window_size(self) -> tuple[int, int]:
         match = re.search(r"(\d+)x(\d+)", self.shell("wm size"))

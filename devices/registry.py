@@ -6,6 +6,7 @@ import adbutils
 from django.conf import settings
 from django.utils import timezone
 
+from devices.baseline import read_baseline
 from devices.health import check_device
 from devices.models import Device
 from devices.phone import PhoneConnection, PhoneUnavailable, adb_client
@@ -37,8 +38,17 @@ def read_phone_facts(phone: PhoneConnection) -> dict:
     }
 
 
+def record_baseline(device, phone: PhoneConnection | None = None):
+    """Take the phone's global settings now as the baseline every reset restores (an admin
+    re-records it after setting a phone up by hand)."""
+    device.baseline = read_baseline(phone or PhoneConnection.for_device(device))
+    Device.objects.filter(pk=device.pk).update(baseline=device.baseline)
+    return device.baseline
+
+
 def register_phone(address, serial):
-    """Create or refresh one phone's record; a phone that was away is re-admitted by a check."""
+    """Create or refresh one phone's record; a phone that was away is re-admitted by a check.
+    A phone seen for the first time has its baseline recorded."""
     phone = PhoneConnection(address, serial)
     facts = read_phone_facts(phone)
     record, created = Device.objects.get_or_create(serial=serial, adb_server=address)
@@ -46,6 +56,11 @@ def register_phone(address, serial):
         setattr(record, name, value)
     record.last_seen = timezone.now()
     record.save()
+    if not record.baseline and (created or record.status == Device.Status.IDLE):  # never mid-task
+        try:
+            record_baseline(record, phone)
+        except ValueError as error:  # the phone's settings did not read back: try at the next discovery
+            log.warning("baseline of %s not recorded: %s", record, error)
     if created or record.status in (Device.Status.OFFLINE, Device.Status.UNHEALTHY):
         record = check_device(record)
     return record

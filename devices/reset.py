@@ -3,11 +3,14 @@ system context (§2.3.7 "step-level context disambiguation").
 
 A reset spec is JSON: {"force_stop": [pkgs] | "all", "clear": [pkgs], "home": true,
 "clear_anomalies": false}. `reset_phone(phone, apps=[...])` without a spec force-stops and
-`pm clear`s those apps, then presses Home.
+`pm clear`s those apps, then presses Home. Given the phone's recorded baseline (devices/baseline.py),
+every reset also puts its global settings back (airplane mode, Wi-Fi, Do Not Disturb, font size...),
+so a task never starts from what the previous task left.
 """
 from __future__ import annotations
 
 from devices.anomaly_injection import clear_anomalies
+from devices.baseline import restore_baseline
 
 SPEC_KEYS = ("force_stop", "clear", "home", "clear_anomalies")
 
@@ -43,8 +46,9 @@ def _is_package(name: str) -> bool:
                                    and all(c.isalnum() or c == "_" for c in part) for part in parts)
 
 
-def reset_phone(phone, spec: dict | None = None, apps=None) -> dict:
-    """Run a reset. Returns {"ok", "commands", "errors"}; a phone that does not answer raises."""
+def reset_phone(phone, spec: dict | None = None, apps=None, baseline: dict | None = None) -> dict:
+    """Run a reset, then restore `baseline` (Device.baseline) when given.
+    Returns {"ok", "commands", "errors"}; a phone that does not answer raises."""
     spec = validate_spec(spec if spec is not None else default_spec(apps or []))
     commands, errors = [], []
 
@@ -64,6 +68,10 @@ def reset_phone(phone, spec: dict | None = None, apps=None) -> dict:
         run(f"pm clear {package}")
     if spec["clear_anomalies"]:
         errors.extend(clear_anomalies(phone))
+    if baseline:
+        restored, failed = restore_baseline(phone, baseline)
+        commands.extend(restored)
+        errors.extend(failed)
     if spec["home"]:
         run("input keyevent KEYCODE_HOME")
     return {"ok": not errors, "commands": commands, "errors": errors}

@@ -111,7 +111,8 @@ def device_reset(request, device):
         messages.error(request, f"{device.serial} is held by {lease.holder}: take the lease first.")
         return
     try:
-        outcome = reset_phone(PhoneConnection.for_device(device), {"force_stop": "all", "home": True})
+        outcome = reset_phone(PhoneConnection.for_device(device), {"force_stop": "all", "home": True},
+                              baseline=device.baseline)
     except PhoneUnavailable as error:
         log.warning("reset of %s by %s failed: %s", device, request.user, error)
         messages.error(request, f"Reset failed, the phone does not answer: {error}")

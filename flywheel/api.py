@@ -1,4 +1,6 @@
-"""The data engine's REST API: read where a role needs it, write where a role acts."""
+"""The data engine's REST API: read where a role needs it (scoped by flywheel.access), write where a
+role acts."""
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -8,8 +10,10 @@ from rest_framework.response import Response
 
 from accounts.api import model_serializer, role_viewset
 from accounts.roles import ADJUDICATOR, ADMIN, ANNOTATOR, MANAGER
+from flywheel import access
 from flywheel import models as m
-from flywheel.queries.jsonl import QueryImportError, export_queries, import_queries
+from flywheel.queries.jsonl import ImportProblem, QueryImportError, export_queries, import_queries
+from flywheel.queries.uploads import ImportTooLarge, check_declared_size, check_text, read_stream, read_upload
 
 STAFF = (MANAGER, ADMIN)
 
@@ -20,12 +24,19 @@ class QueryImportSerializer(serializers.Serializer):
 
 
 def query_import_text(request):
+    """The JSONL of an import request (a file, an x-ndjson body or a `text` field), size-checked
+    (QUERY_IMPORT_MAX_BYTES) before it is read where the request declares its size."""
+    check_declared_size(request)
+    if request.content_type and request.content_type.startswith("application/x-ndjson"):
+        return read_stream(request.stream) if request.stream is not None else ""
     upload = request.FILES.get("file")
     if upload is not None:
-        return upload.read().decode("utf-8")
-    if request.content_type and request.content_type.startswith("application/x-ndjson"):
-        return request.body.decode("utf-8")
-    return request.data.get("text", "")
+        return read_upload(upload)
+    fields = request.data if hasattr(request.data, "get") else {}  # a JSON array or string is no form
+    text = fields.get("text", "")
+    if not isinstance(text, str):
+        raise QueryImportError([ImportProblem(0, "text", "must be a string of JSONL")])
+    return check_text(text)
 
 
 _QueryBase = role_viewset(m.Query, write_roles=STAFF,
@@ -38,12 +49,16 @@ class QueryViewSet(_QueryBase):
 
     @extend_schema(request=QueryImportSerializer,
                    responses={200: OpenApiResponse(description="counts of created/updated"),
-                              400: OpenApiResponse(description="problems with line and field")})
+                              400: OpenApiResponse(description="problems with line and field"),
+                              413: OpenApiResponse(description="over QUERY_IMPORT_MAX_BYTES")})
     @action(detail=False, methods=["post"], url_path="import")
     def import_jsonl(self, request):
         """Import queries from JSONL; a file with any malformed line imports nothing."""
         try:
             result = import_queries(query_import_text(request))
+        except ImportTooLarge as error:
+            return Response({"problems": [{"line": 0, "field": "(file)", "message": str(error)}]},
+                            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
         except UnicodeDecodeError:
             return Response({"problems": [{"line": 0, "field": "(file)", "message": "not UTF-8"}]},
                             status=status.HTTP_400_BAD_REQUEST)
@@ -68,10 +83,27 @@ FunctionNodeViewSet = role_viewset(m.FunctionNode, write_roles=STAFF,
 GemPageViewSet = role_viewset(m.GemPage, write_roles=STAFF, filter_fields=("app",))
 EdgeViewSet = role_viewset(m.Edge, write_roles=STAFF, filter_fields=("kind",))
 ModelVersionViewSet = role_viewset(m.ModelVersion, write_roles=(ADMIN,), filter_fields=("kind",))
-_CollectionRunBase = role_viewset(
-    m.CollectionRun, read_roles=STAFF, write_roles=STAFF, filter_fields=("line", "status"),
-    serializer=model_serializer(m.CollectionRun, read_only=(
-        "status", "total", "completed", "created_by", "celery_task_id", "finished_at")))
+
+
+class CollectionRunSerializer(model_serializer(m.CollectionRun, read_only=(
+        "status", "total", "completed", "created_by", "celery_task_id", "finished_at"))):
+    def validate(self, attrs):
+        """The run form's own check (run_config.clean_launch), then: something must match."""
+        from flywheel.collection.run_config import clean_launch
+        from flywheel.collection.runs import select_queries, selection_hint
+
+        try:
+            line, query_filter, config = clean_launch(attrs.get("line"), attrs.get("query_filter") or {},
+                                                      attrs.get("config") or {})
+        except DjangoValidationError as error:
+            raise serializers.ValidationError(error.messages)
+        if not select_queries(query_filter).exists():
+            raise serializers.ValidationError(f"No query matches that selection. {selection_hint()}")
+        return {**attrs, "line": line, "query_filter": query_filter, "config": config}
+
+
+_CollectionRunBase = role_viewset(m.CollectionRun, read_roles=STAFF, write_roles=STAFF,
+                                  filter_fields=("line", "status"), serializer=CollectionRunSerializer)
 
 
 class CollectionRunViewSet(_CollectionRunBase):
@@ -79,16 +111,11 @@ class CollectionRunViewSet(_CollectionRunBase):
 
     def perform_create(self, serializer):
         """Creating a run launches it: work items are planned and sent to the phone hosts."""
-        from rest_framework.exceptions import ValidationError
-
         from flywheel.collection.runs import launch_run
 
         data = serializer.validated_data
-        if data["line"] not in ("automatic", "schema", "external"):
-            raise ValidationError({"line": "collection runs are automatic, schema or external"})
-        run = launch_run(data["line"], data.get("query_filter") or {}, data.get("model_version"),
-                         data.get("config") or {}, user=self.request.user)
-        serializer.instance = run
+        serializer.instance = launch_run(data["line"], data["query_filter"], data.get("model_version"),
+                                         data["config"], user=self.request.user)
 
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
@@ -98,21 +125,24 @@ class CollectionRunViewSet(_CollectionRunBase):
         cancel_run(run)
         run.refresh_from_db()
         return Response(self.get_serializer(run).data)
+
+
+# What a workflow writes (trajectories, steps, votes, verdicts, attributions, repairs, pool entries)
+# is read-only here, and each person sees only what flywheel.access lets them see. Adjudication
+# has its own API in annotation.api (claim, release, decide), over the same services as its pages.
 TrajectoryViewSet = role_viewset(
     m.Trajectory, filter_fields=("line", "verdict", "destination", "status", "query", "run"),
-    queryset=m.Trajectory.objects.select_related("query"))
-StepViewSet = role_viewset(m.Step, filter_fields=("trajectory",))
-VoteViewSet = role_viewset(m.Vote, read_roles=(ADJUDICATOR, MANAGER), filter_fields=("trajectory", "system"))
+    queryset=m.Trajectory.objects.select_related("query"), visible=access.trajectories_visible_to)
+StepViewSet = role_viewset(m.Step, filter_fields=("trajectory",), visible=access.steps_visible_to)
+VoteViewSet = role_viewset(m.Vote, read_roles=(ADJUDICATOR, MANAGER), filter_fields=("trajectory", "system"),
+                           visible=access.with_visible_trajectory)
 VerdictViewSet = role_viewset(m.Verdict, read_roles=(ADJUDICATOR, MANAGER),
-                              filter_fields=("trajectory", "outcome"))
-AdjudicationViewSet = role_viewset(
-    m.Adjudication, read_roles=(ADJUDICATOR, MANAGER), write_roles=(ADJUDICATOR,),
-    filter_fields=("trajectory", "decision"),
-    serializer=model_serializer(m.Adjudication, read_only=("adjudicator", "decided_at")))
+                              filter_fields=("trajectory", "outcome"), visible=access.with_visible_trajectory)
 AttributionViewSet = role_viewset(m.Attribution, read_roles=(ANNOTATOR, MANAGER),
-                                  filter_fields=("trajectory", "level"))
-RepairViewSet = role_viewset(m.Repair, read_roles=(ANNOTATOR, MANAGER), write_roles=(ANNOTATOR,),
-                             filter_fields=("trajectory", "path", "status"))
+                                  filter_fields=("trajectory", "level"), visible=access.with_visible_trajectory)
+# Repairs are written by the ECDM repair workflow only (Teacher, then human fallback).
+RepairViewSet = role_viewset(m.Repair, read_roles=(ANNOTATOR, MANAGER),
+                             filter_fields=("trajectory", "path", "status"), visible=access.repairs_visible_to)
 CptEntryViewSet = role_viewset(m.CptEntry, read_roles=STAFF)
 SftEntryViewSet = role_viewset(m.SftEntry, read_roles=STAFF, filter_fields=("intake",))
 RlQueryEntryViewSet = role_viewset(m.RlQueryEntry, read_roles=STAFF, filter_fields=("state",))
@@ -125,7 +155,7 @@ def register(router):
         ("gem-pages", GemPageViewSet), ("gem-edges", EdgeViewSet),
         ("model-versions", ModelVersionViewSet), ("collection-runs", CollectionRunViewSet),
         ("trajectories", TrajectoryViewSet), ("steps", StepViewSet), ("votes", VoteViewSet),
-        ("verdicts", VerdictViewSet), ("adjudications", AdjudicationViewSet),
+        ("verdicts", VerdictViewSet),
         ("attributions", AttributionViewSet), ("repairs", RepairViewSet),
         ("pools/cpt", CptEntryViewSet), ("pools/sft", SftEntryViewSet),
         ("pools/rl", RlQueryEntryViewSet), ("pools/rl-rollouts", RlRolloutViewSet),

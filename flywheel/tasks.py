@@ -2,6 +2,7 @@
 import socket
 
 from celery import shared_task
+from django.conf import settings
 from django.utils import timezone
 
 
@@ -19,23 +20,34 @@ def heartbeat():
 
 @shared_task(name="flywheel.tasks.evaluate_trajectory")
 def evaluate_trajectory(trajectory_id):
-    """Judge one stored trajectory with HTSC and route it (System A abstains without its phone)."""
+    """Judge one stored trajectory with HTSC and route it (System A abstains without its phone);
+    a trajectory judged elsewhere is not judged again."""
     from flywheel.evaluation.pipeline import evaluate_trajectory as evaluate
     from flywheel.models import Trajectory
 
     verdict = evaluate(Trajectory.objects.get(pk=trajectory_id))
-    return {"trajectory": trajectory_id, "outcome": verdict.outcome}
+    return {"trajectory": trajectory_id, "outcome": verdict.outcome if verdict else None}
 
 
 @shared_task(name="flywheel.tasks.evaluate_pending")
-def evaluate_pending():
+def evaluate_pending(older_than_s=None):
     """Route finished or interrupted trajectories that have no verdict yet, so none is lost."""
+    from datetime import timedelta
+
+    from flywheel.evaluation.pipeline import SWEEP_GRACE
     from flywheel.evaluation.pipeline import evaluate_pending as evaluate
 
-    return {"evaluated": evaluate()}
+    return evaluate(older_than=SWEEP_GRACE if older_than_s is None else timedelta(seconds=older_than_s))
 
 
-@shared_task(name="flywheel.tasks.collect_on_host", acks_late=True)
+# Acked on receipt: a run outlives any visibility timeout, and a lost driver is re-dispatched by
+# beat (redispatch_runs) instead of redelivered by Redis. The driver keeps to its budget
+# (COLLECTION_TASK_BUDGET_S); the limits catch one that hangs.
+COLLECT_SOFT_LIMIT_S = settings.COLLECTION_TASK_BUDGET_S + 15 * 60
+
+
+@shared_task(name="flywheel.tasks.collect_on_host", acks_late=False,
+             soft_time_limit=COLLECT_SOFT_LIMIT_S, time_limit=COLLECT_SOFT_LIMIT_S + 5 * 60)
 def collect_on_host(run_id, address, phones):
     """Drive up to `phones` phones of one ADB host for a collection run (sent to that host's queue)."""
     from flywheel.collection.runs import drive_host
@@ -49,3 +61,13 @@ def recover_interrupted():
     from flywheel.collection.runs import recover_interrupted as recover
 
     return recover()
+
+
+@shared_task(name="flywheel.tasks.redispatch_runs")
+def redispatch_runs(after_s=None):
+    """Runs with open work whose driving task is gone (a broker restart, a dead worker) go out again."""
+    from datetime import timedelta
+
+    from flywheel.collection.runs import redispatch_stalled_runs
+
+    return redispatch_stalled_runs(after=None if after_s is None else timedelta(seconds=after_s))

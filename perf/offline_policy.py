@@ -1,10 +1,11 @@
 """Measure the built-in offline policy on the virtual farm's simple single-app tasks.
 
-    python perf/offline_policy.py [--tiers L1,L2] [--goal-only] [--devices 1] [-v]
+    python perf/offline_policy.py [--tiers L1,L2] [--only goal|schema] [-v]
 
 Starts the farm in-process, runs the policy on every single-app task of the chosen tiers through
 the real executor and safety audit (over the ADB protocol), judges each with System A (terminal
-checks) and prints the share that succeeds. --goal-only hides the known path from the policy.
+checks) and prints the share that succeeds, both ways: from the goal alone (what the automatic,
+RL and benchmark lines measure) and schema-guided (the known path shown, §2.3.4 only).
 Needs a database for the safety rules (DATABASE_URL, default var/).
 """
 import argparse
@@ -23,7 +24,7 @@ def single_app_tasks(tiers=("L1", "L2"), path=TASKS):
     return [row for row in rows if row["tier"] in tiers and len(row["apps"]) == 1]
 
 
-def measure(tasks, phone, goal_only=False, verbose=False):
+def measure(tasks, phone, schema_guided=False, verbose=False):
     """[(key, succeeded, outcome, steps)] for each task, run on `phone` (a PhoneConnection)."""
     from flywheel.evaluation.system_a import system_a_vote
     from flywheel.policies import OfflinePolicy
@@ -31,9 +32,7 @@ def measure(tasks, phone, goal_only=False, verbose=False):
 
     results = []
     for task in tasks:
-        if goal_only:
-            task = {**task, "known_path": None}
-        episode = run_episode(phone, task, OfflinePolicy())
+        episode = run_episode(phone, task, OfflinePolicy(), schema_guided=schema_guided)
         vote = system_a_vote(phone, task["verification"])
         # A handoff the task expects (call_user at a payment screen) ends the episode as well as
         # terminate does; what decides is the terminal state, read by System A.
@@ -49,7 +48,7 @@ def measure(tasks, phone, goal_only=False, verbose=False):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tiers", default="L1,L2")
-    parser.add_argument("--goal-only", action="store_true")
+    parser.add_argument("--only", choices=("goal", "schema"), help="measure one way only")
     parser.add_argument("-v", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -64,15 +63,18 @@ def main():
     tasks = single_app_tasks(tuple(args.tiers.split(",")))
     farm = Farm(devices=1, seed=0)
     started = time.monotonic()
+    ways = [way for way in ("goal", "schema") if args.only in (None, way)]
+    figures = []
     with ServerThread(farm) as server:
         phone = PhoneConnection(f"127.0.0.1:{server.port}", next(iter(farm)).serial)
-        results = measure(tasks, phone, goal_only=args.goal_only, verbose=args.v)
-    passed = sum(1 for _, ok, _, _ in results if ok)
-    false_claims = sum(1 for _, ok, outcome, _ in results if outcome == "terminate:success" and not ok)
-    print(f"claimed success that System A refutes: {false_claims}/{len(results)}")
-    print(f"offline policy ({'goal only' if args.goal_only else 'known path when given'}): "
-          f"{passed}/{len(results)} = {passed / max(1, len(results)):.0%} of {args.tiers} single-app tasks "
-          f"succeeded (System A), {time.monotonic() - started:.0f} s")
+        for way in ways:
+            results = measure(tasks, phone, schema_guided=way == "schema", verbose=args.v)
+            passed = sum(1 for _, ok, _, _ in results if ok)
+            false_claims = sum(1 for _, ok, outcome, _ in results if outcome == "terminate:success" and not ok)
+            print(f"{way}: claimed success that System A refutes: {false_claims}/{len(results)}", flush=True)
+            figures.append(f"sr_{way}={passed}/{len(results)}={passed / max(1, len(results)):.0%}")
+    print(f"offline policy on {len(tasks)} {args.tiers} single-app tasks (System A): {' '.join(figures)} "
+          f"({time.monotonic() - started:.0f} s)")
 
 
 if __name__ == "__main__":

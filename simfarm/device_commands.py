@@ -154,7 +154,10 @@ def cmd_setprop(sh, args, stdin):
         return fail("setprop: need 2 arguments")
     if args[0].startswith("ro."):
         return fail(f"Failed to set property '{args[0]}' to '{args[1]}'.\nSee dmesg for error reason.")
-    sh.phone.extra_props[args[0]] = args[1]
+    if args[0] == "persist.sys.locale":
+        sh.phone.set_fact("locale", args[1])
+    else:
+        sh.phone.extra_props[args[0]] = args[1]
     return ok()
 
 

@@ -68,7 +68,7 @@ class VirtualPhone:
         self.notifications: list[dict] = []
         self.permissions: dict[str, dict] = {}
         self.payments: list[dict] = []
-        self.extra_props: dict[str, str] = {"persist.sys.locale": "en-US", "persist.sys.language": "en"}
+        self.extra_props: dict[str, str] = {}
         self.accounts = [("com.google", f"simuser{index + 1:04d}@gmail.com")]
         self._app_states: dict[str, dict] = {}
         self.engine = Engine(self, self._choose_apps(self.all_apps), self.width, self.height)
@@ -193,7 +193,7 @@ class VirtualPhone:
             "offline": self.offline, "mac_address": self.mac_address, "ip_address": self.ip_address,
             "time": time.strftime("%H:%M", time.gmtime(self.clock)),
             "date": time.strftime("%Y-%m-%d", time.gmtime(self.clock)),
-            "locale": self.extra_props.get("persist.sys.locale"), "manufacturer": self.profile["manufacturer"],
+            "locale": self.locale, "manufacturer": self.profile["manufacturer"],
             "device_name": self.settings.get("global", "device_name"), "storage_used": "38.2 GB",
             "notifications": len(self.notifications),
             "apps": [{"package": p, "label": a.label, "version": a.version, "system": a.system}
@@ -216,8 +216,7 @@ class VirtualPhone:
                 return
             self.engine.changed()
         elif name == "locale":
-            self.extra_props["persist.sys.locale"] = str(value)
-            self.extra_props["persist.sys.language"] = str(value).split("-")[0]
+            self.put_setting("system", "system_locales", str(value))
         elif name == "clipboard":
             self.clipboard = str(value)
         elif name == "battery":
@@ -238,7 +237,13 @@ class VirtualPhone:
             "ro.product.locale": "en-US", "gsm.operator.alpha": "SimTel", "net.hostname": self.serial,
         }
         props.update(self.extra_props)
+        props.update({"persist.sys.locale": self.locale, "persist.sys.language": self.locale.split("-")[0]})
         return props
+
+    @property
+    def locale(self) -> str:
+        """The language lives in the settings table, so `settings get/put` reach it as on Android."""
+        return (self.settings.get("system", "system_locales") or "en-US").split(",")[0]
 
     # -- apps -------------------------------------------------------------------------------------
 

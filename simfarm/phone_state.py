@@ -34,6 +34,7 @@ DEFAULT_SETTINGS = {
         "font_scale": "1.0", "accelerometer_rotation": "1", "time_12_24": "24", "haptic_feedback_enabled": "1",
         "sound_effects_enabled": "1", "dtmf_tone": "1", "vibrate_when_ringing": "0", "volume_ring": "5",
         "volume_music": "7", "volume_alarm": "6", "show_touches": "0", "pointer_location": "0",
+        "system_locales": "en-US",  # the language: Settings, `getprop persist.sys.locale` and `settings` agree
     },
     "secure": {
         "location_mode": "3", "ui_night_mode": "1", "default_input_method":

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
+import posixpath
 import stat
 import struct
 
@@ -16,6 +18,9 @@ from simfarm.types import FileStat
 
 MAX_PATH_LENGTH = 1024  # adbd refuses longer paths
 MAX_DATA_CHUNK = 64 * 1024  # SYNC_DATA_MAX: the largest DATA message either side may send
+# A pushed file lives in the farm's memory: one push may not exceed this (a real phone's storage
+# is finite too; adbd then fails with ENOSPC).
+MAX_PUSH_BYTES = int(os.environ.get("SIMFARM_MAX_PUSH_BYTES", str(64 * 1024 * 1024)))
 
 # stat_v2 record after its id: error, dev, ino, mode, nlink, uid, gid, size, atime, mtime, ctime
 STAT_V2 = struct.Struct("<IQQIIIIQqqq")
@@ -51,6 +56,7 @@ def _inode_for(path: str) -> int:
 
 
 def _is_read_only(path: str) -> bool:
+    """`path` must be normalised first: the file system resolves '..' the same way."""
     return any(path == root or path.startswith(root + "/") for root in READ_ONLY_ROOTS)
 
 
@@ -177,8 +183,8 @@ class _SyncSession:
         await self.writer.drain()
 
     async def _read_file_data(self) -> tuple[list[bytes], int]:
-        """Collect DATA messages up to DONE (which carries the mtime)."""
-        chunks = []
+        """Collect DATA messages up to DONE (which carries the mtime), at most MAX_PUSH_BYTES."""
+        chunks, size = [], 0
         while True:
             header = await self.reader.readexactly(8)
             message_id = header[:4]
@@ -189,12 +195,21 @@ class _SyncSession:
                 await self._fatal(f"invalid data message {message_id!r} during SEND")
             if value > MAX_DATA_CHUNK:
                 await self._fatal(f"oversize data message: {value} bytes (limit {MAX_DATA_CHUNK})")
+            size += value
+            if size > MAX_PUSH_BYTES:  # refused before the bytes are read, so memory stays bounded
+                await self._fatal(f"write failed: No space left on device (a push may not exceed "
+                                  f"{MAX_PUSH_BYTES} bytes)")
             chunks.append(await self.reader.readexactly(value))
 
     def _store(self, path: str, mode: int, data: bytes, mtime: int) -> str | None:
         """Write the pushed file; returns adbd's error text on failure."""
         if not path.startswith("/"):
             return f"couldn't create file {path!r}: path must be absolute"
+        # '..' is resolved before the read-only check, as the write resolves it: /sdcard/../system/x
+        # is /system/x.
+        path = posixpath.normpath(path)
+        if path.startswith("//"):  # POSIX keeps a leading '//'; the file system does not
+            path = "/" + path.lstrip("/")
         if stat.S_ISLNK(mode):
             return "couldn't create symlink: symlinks are not supported by the virtual phone"
         if _is_read_only(path):

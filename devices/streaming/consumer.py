@@ -8,18 +8,27 @@ Client -> server (JSON text):
    "frame": {"seq": N, "width": W, "height": H}}            x/y in the pixels of frame N
 Server -> client: binary frames (frames.HEADER + JPEG; an empty JPEG = unchanged, checked at the
 header's time) and JSON: hello, input_result, lease, phone_unavailable, phone_back, stats, error.
+
+Who may watch is checked again whenever the phone's lease changes (devices/signals.py tells this
+phone's group) and every PERMISSION_RECHECK_SECONDS: a viewer who may no longer watch (an
+annotator whose lease ended) gets {"type": "error", "code": "not_your_phone"} and the socket
+closes with 4403. A malformed message gets {"type": "error", "code": "bad_message"}; `view`
+messages beyond VIEW_MESSAGES_PER_SECOND get {"type": "error", "code": "too_many_views"} and are
+ignored. Neither closes the socket.
 """
 import asyncio
 import json
 import logging
+import math
 import os
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.utils import timezone
 
 from accounts.consumers import CLOSE_FORBIDDEN, RoleWebsocketConsumer
 from accounts.roles import ADMIN, ANNOTATOR, MANAGER, has_role
@@ -38,6 +47,10 @@ STILL_FPS = 5.0  # "unchanged" notes per second on a still screen
 ACK_TIMEOUT = 5.0  # a client that never acks still gets a frame now and then
 SENT_MEMORY = 64  # frames remembered per viewer, to place input computed on them
 KEEPALIVE_SECONDS = 30
+PERMISSION_RECHECK_SECONDS = 5.0  # besides every lease change: catches a lease that lapsed unannounced
+VIEW_MESSAGES_PER_SECOND = 5      # each may change the size the screen is encoded at
+MAX_VIEW_SIDE = 8192              # pixels: no canvas is larger
+MAX_MESSAGE_CHARS = 16 * 1024     # typed text is at most 2000 characters
 
 
 def device_group(device_id) -> str:
@@ -51,9 +64,31 @@ def notify_viewers(device_id, event: str):
 
 
 def may_watch(device, user) -> bool:
+    """Managers and admins watch any phone; an annotator only one their live lease holds."""
     if has_role(user, MANAGER, ADMIN):
         return True
-    return Lease.objects.filter(device=device, user=user, released_at__isnull=True).exists()
+    return Lease.objects.filter(device=device, user=user, released_at__isnull=True,
+                                expires_at__gt=timezone.now()).exists()
+
+
+def view_size(message) -> tuple[tuple[int, int], float]:
+    """((width, height), max_fps) of a `view` message; InputRefused('bad_message') unless width and
+    height are finite numbers in (0, MAX_VIEW_SIDE] and max_fps a finite positive number."""
+    width, height, fps = message.get("width"), message.get("height"), message.get("max_fps", MAX_FPS)
+    if not all(_finite_positive(v) for v in (width, height, fps)):
+        raise control.InputRefused("bad_message", "view needs positive numbers width, height, max_fps")
+    if width > MAX_VIEW_SIDE or height > MAX_VIEW_SIDE:
+        raise control.InputRefused("bad_message", f"view width and height are at most {MAX_VIEW_SIDE} pixels")
+    return (max(1, int(width)), max(1, int(height))), min(float(fps), MAX_FPS)
+
+
+def _finite_positive(value) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value) and value > 0
+    except OverflowError:  # an integer too large for a float
+        return False
 
 
 @dataclass
@@ -94,13 +129,15 @@ class ScreenConsumer(RoleWebsocketConsumer):
         self.encode_seconds = 0.0
         self.frames_sent = 0
         self.phone = PhoneConnection.for_device(self.device)
+        self.view_times = deque(maxlen=VIEW_MESSAGES_PER_SECOND)
+        self.refused = False  # set once the viewer may no longer watch: the socket is closing
         await self.channel_layer.group_add(device_group(self.device.pk), self.channel_name)
         self.can_control = await database_sync_to_async(control.can_control)(self.device, self.user)
         await self.send_json({
             "type": "hello", "server_time": time.time() * 1000,
             "device": {"id": self.device.pk, "serial": self.device.serial, "status": self.device.status},
             "can_control": self.can_control, "stale_input_ms": STALE_INPUT_SECONDS * 1000})
-        self.tasks = [asyncio.create_task(self.keep_lease())]
+        self.tasks = [asyncio.create_task(self.keep_lease()), asyncio.create_task(self.keep_checking())]
 
     async def disconnect(self, code):
         for task in getattr(self, "tasks", []):
@@ -114,11 +151,14 @@ class ScreenConsumer(RoleWebsocketConsumer):
 
     # client messages -------------------------------------------------------------------------
     async def receive(self, text_data=None, bytes_data=None):
-        if self.device is None:
+        if self.device is None or self.refused:
+            return
+        if text_data is not None and len(text_data) > MAX_MESSAGE_CHARS:
+            await self.refuse_message(f"messages are at most {MAX_MESSAGE_CHARS} characters")
             return
         try:
             message = json.loads(text_data) if text_data is not None else None
-        except ValueError:
+        except (ValueError, RecursionError):
             message = None
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             await self.refuse_message("messages must be JSON objects with a 'type'")
@@ -137,12 +177,13 @@ class ScreenConsumer(RoleWebsocketConsumer):
         await self.send_error("bad_message", reason)
 
     async def on_view(self, message):
-        width, height, fps = message.get("width"), message.get("height"), message.get("max_fps", MAX_FPS)
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-                   for v in (width, height, fps)):
-            raise control.InputRefused("bad_message", "view needs positive numbers width, height, max_fps")
-        self.box = (int(width), int(height))
-        self.max_fps = min(float(fps), MAX_FPS)
+        now = time.monotonic()
+        if len(self.view_times) == self.view_times.maxlen and now - self.view_times[0] < 1.0:
+            await self.send_error("too_many_views", f"at most {VIEW_MESSAGES_PER_SECOND} view messages a "
+                                                    "second; this one was ignored")
+            return
+        self.view_times.append(now)
+        self.box, self.max_fps = view_size(message)
         if not self.paused:
             self.start_stream()
 
@@ -310,8 +351,30 @@ class ScreenConsumer(RoleWebsocketConsumer):
             if self.can_control:
                 await database_sync_to_async(control.keep_control_alive)(self.device, self.user)
 
+    async def keep_checking(self):
+        while True:
+            await asyncio.sleep(PERMISSION_RECHECK_SECONDS)
+            if not await self.still_allowed():
+                return
+
+    async def still_allowed(self) -> bool:
+        """Close the socket (4403) of a viewer who may no longer watch this phone."""
+        if self.refused:
+            return False
+        if await database_sync_to_async(may_watch)(self.device, self.user):
+            return True
+        self.refused = True
+        log.info("screen of %s closed for %s: no longer allowed to watch", self.device, self.user)
+        self.stop_stream()
+        await self.send_error("not_your_phone", "Your lease on this phone ended; its screen is closed.")
+        await self.close(code=CLOSE_FORBIDDEN)
+        return False
+
     async def device_changed(self, message):
-        """The phone's lease or status changed (views call notify_viewers)."""
+        """The phone's lease or status changed (lease changes come from devices/signals.py, other
+        changes from views calling notify_viewers)."""
+        if not await self.still_allowed():
+            return
         self.can_control = await database_sync_to_async(control.can_control)(self.device, self.user)
         holder = await database_sync_to_async(_holder)(self.device)
         await self.send_json({"type": "lease", "event": message["event"], "holder": holder,

@@ -111,11 +111,19 @@ def canonical_action(message, frame_size=None, phone_size=None) -> dict:
 
 
 def execute(device, action: dict, holder: str) -> dict:
-    """Run the action through the executor (and its safety audit); a plain dict for the page."""
+    """Run the action through the executor (and its safety audit) while `holder` holds the phone's
+    lease (confirmed before each input); a plain dict for the page."""
+    lease = leases.current_lease(device)
+    if lease is None or lease.holder != holder:
+        return {"ok": False, "blocked": False, "error": "no_lease", "reason": "you no longer hold this phone's lease",
+                "timings": {}}
     phone = PhoneConnection.for_device(device)
-    result = ActionExecutor(phone, holder=holder, device=device).execute(action)
+    result = ActionExecutor(phone, holder=holder, device=device, lease=lease,
+                            lease_ttl=CONSOLE_LEASE_TTL).execute(action)
     if result.ok:
         error = ""
+    elif result.lease_lost:
+        error = "no_lease"
     elif result.blocked:
         error = "blocked"
     elif _phone_gone(phone):  # the executor folds PhoneUnavailable into its error text

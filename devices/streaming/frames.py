@@ -7,6 +7,7 @@ still screen without resending pixels).
 import io
 import struct
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from PIL import Image
@@ -17,6 +18,7 @@ HEADER = struct.Struct("<4sIdHHHH")
 MAGIC = b"FWF1"
 JPEG_QUALITY = 70
 MIN_SIDE = 16
+MAX_RENDITIONS = 4  # JPEG sizes kept per picture: viewers that keep resizing cannot fill memory
 
 
 def png_size(png: bytes) -> tuple[int, int]:
@@ -44,7 +46,7 @@ class Picture:
         self.size = size
         self.png = png
         self._image = image
-        self._jpegs: dict[tuple[int, int], bytes] = {}
+        self._jpegs: OrderedDict[tuple[int, int], bytes] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()  # viewers of one phone share the work, in threads
 
     def image(self) -> Image.Image:
@@ -57,7 +59,9 @@ class Picture:
         size = fit_size(self.size, box)
         with self._lock:
             data = self._jpegs.get(size)
-            if data is None:
+            if data is not None:
+                self._jpegs.move_to_end(size)
+            else:
                 image = self.image()
                 if size != image.size:
                     factor = min(image.width // size[0], image.height // size[1])
@@ -67,6 +71,8 @@ class Picture:
                 buffer = io.BytesIO()
                 image.save(buffer, "JPEG", quality=JPEG_QUALITY)
                 data = self._jpegs[size] = buffer.getvalue()
+                while len(self._jpegs) > MAX_RENDITIONS:
+                    self._jpegs.popitem(last=False)
         return data, size
 
 

@@ -11,25 +11,40 @@ TEXT_FIELDS = ("text", "app", "button", "direction", "value", "status", "answer"
 POINT_FIELDS = ("point", "start", "end")
 
 
-def _pixels(action: dict, key: str, width: int, height: int):
+class EditError(ValueError):
+    """The verified action carries a point that is not on any screen (Infinity, NaN, 1e400, text)."""
+
+
+def _pixels(action: dict, key: str, width: int, height: int, strict: bool = False):
+    """The point in on-screen pixels (clamped to the screen, as the executor clamps it), or None.
+
+    `strict` (a person's verified action): a point that is there but not two finite numbers is an
+    EditError; a model's malformed proposal is simply not measured.
+    """
     value = action.get(key)
-    if not isinstance(value, (list, tuple)) or len(value) != 2:
+    if value is None:
         return None
     try:
-        return to_pixels(value, action.get("coords", "pixel"), width, height)
-    except ActionError:
+        x, y = to_pixels(value, action.get("coords", "pixel"), width, height)
+    except ActionError as error:
+        if strict:
+            raise EditError(f"{key} of the verified action: {error.message}") from error
         return None
+    return min(max(x, 0), width - 1), min(max(y, 0), height - 1)
 
 
 def measure_edit(proposed: dict | None, verified: dict, proposed_cot: dict | None, verified_cot: dict,
                  width: int, height: int, by_hand: bool = False) -> dict:
-    """What changed between proposal and verified action: type, distance moved, fields, reasoning."""
+    """What changed between proposal and verified action: type, distance moved, fields, reasoning.
+
+    Raises EditError (a ValueError) when the verified action has a point that is not two finite
+    numbers."""
     proposed = proposed or {}
     proposed_cot = proposed_cot or {}
     type_changed = proposed.get("action") != verified.get("action")
     distances = []
     for key in POINT_FIELDS:
-        before, after = _pixels(proposed, key, width, height), _pixels(verified, key, width, height)
+        before, after = _pixels(proposed, key, width, height), _pixels(verified, key, width, height, strict=True)
         if before and after:
             distances.append(math.dist(before, after))
     fields_changed = sorted(key for key in TEXT_FIELDS

@@ -17,6 +17,7 @@ from devices.observation import observe
 from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.reset import ResetError, reset_phone
 from flywheel.collection import recorder
+from flywheel.collection.precheck import flag_if_already_done
 from flywheel.collection.schema import SchemaGuidedPolicy
 from flywheel.evaluation.pipeline import evaluate_trajectory
 from flywheel.models import Line, Step, Trajectory
@@ -80,12 +81,18 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
     query = trajectory.query
     if trajectory.line == Line.SCHEMA:
         policy = SchemaGuidedPolicy(policy)
+    # With the lease, the executor confirms it right before every input: a lost lease never acts.
     executor = ActionExecutor(phone, holder=f"collection:trajectory:{trajectory.pk}", device=device,
-                              seed=config.seed)
+                              seed=config.seed, lease=lease, lease_ttl=lease_ttl)
     rng = random.Random(f"{config.seed}:{trajectory.pk}")
     started, executed, blocked_in_a_row = time.monotonic(), [], 0
+    if lease is not None and not leases.heartbeat(lease, ttl=lease_ttl):
+        return "lease lost"  # the reset acts on the phone too
     try:
-        reset_phone(phone, query.reset or None, apps=query.app_packages)
+        reset_phone(phone, query.reset or None, apps=query.app_packages,
+                    baseline=device.baseline if device is not None else None)
+        if already_done := flag_if_already_done(trajectory, phone):
+            return already_done
         index = trajectory.steps.count()  # a redelivered task continues after what is stored
         while True:
             if should_stop():
@@ -101,13 +108,20 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
             observation = observe(phone)
             step = recorder.record_observation(trajectory, index, observation, anomaly=anomaly)
             index += 1
-            try:
-                proposal = recorder.propose(step, observation, policy, k=config.screenshots_k)
-            except PolicyError as error:
-                return f"policy error: {error}"[:200]
-            outcome = recorder.execute(step, proposal.action, executor, hierarchy_xml=observation.hierarchy_xml,
-                                       step_started=step_started, claim=False)
+            # A model call may outlast the lease (3 tries of 60 s against a 60 s lease), and so may
+            # a composite action: a background heartbeat keeps it while they run.
+            with leases.kept_alive(lease, ttl=lease_ttl) as keeper:
+                try:
+                    proposal = recorder.propose(step, observation, policy, k=config.screenshots_k)
+                except PolicyError as error:
+                    return f"policy error: {error}"[:200]
+                if keeper.lost:
+                    return "lease lost"
+                outcome = recorder.execute(step, proposal.action, executor, hierarchy_xml=observation.hierarchy_xml,
+                                           step_started=step_started, claim=False)
             if not outcome.ok:
+                if outcome.result.lease_lost:
+                    return "lease lost"
                 if outcome.result.phone_lost:
                     raise PhoneLost(outcome.result.error)
                 if not outcome.result.blocked:

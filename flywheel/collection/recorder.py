@@ -21,7 +21,7 @@ from devices.executor import ActionExecutor, ActionResult
 from devices.observation import Observation
 from flywheel.blobs import read_blob, store_blob
 from flywheel.console.events import publish
-from flywheel.models import CptEntry, Step, Trajectory
+from flywheel.models import CptEntry, Line, Step, Trajectory
 from flywheel.policies import PolicyError
 from flywheel.policies.base import PolicyState, Proposal
 from flywheel.policies.protocol import ASKING_ACTIONS, ENDING_ACTIONS, TAGS, HistoryEntry, describe_action
@@ -105,7 +105,11 @@ def executed_steps(trajectory: Trajectory) -> list[Step]:
 
 
 def policy_state(trajectory: Trajectory, observation: Observation, k: int = 5) -> PolicyState:
-    """The protocol's input (§3.1.2): all earlier text, the last K screenshots (the current one last)."""
+    """The protocol's input (§3.1.2): all earlier text, the last K screenshots (the current one last).
+
+    Only the schema-guided line (§2.3.4) shows the policy the query's known path; every other line
+    gives the goal alone, so its success rate measures the policy, not the path.
+    """
     done = executed_steps(trajectory)
     history = [HistoryEntry(cot=step.cot or {}, action=step.executed_action,
                             reply=str((step.edit or {}).get("clarify_answer") or ""))
@@ -115,7 +119,7 @@ def policy_state(trajectory: Trajectory, observation: Observation, k: int = 5) -
     return PolicyState(goal=query.text, history=history, screenshots=earlier + [observation.png],
                        hierarchy_xml=observation.hierarchy_xml,
                        screen_size=(observation.width, observation.height),
-                       foreground=observation.foreground, known_path=query.known_path,
+                       foreground=observation.foreground, known_path=query.known_path if trajectory.line == Line.SCHEMA else None,
                        apps=query.app_packages)
 
 
@@ -170,11 +174,14 @@ def execute(step: Step, action: dict, executor: ActionExecutor, *, cot: dict | N
 
     `claim=False` only where no one else can reach the step: an automatic line's worker executes
     the step it just observed (a redelivered task continues at a new index, never this one).
+
+    An executor built with the holder's lease acts only while the lease is held; a lost lease
+    comes back as `result.lease_lost`, recorded on the step like a failure, nothing sent.
     """
     if claim:
         claim_step(step)
-    if hierarchy_xml is None and step.hierarchy:  # the screen the action was decided on
-        hierarchy_xml = read_blob(step.hierarchy.name).decode("utf-8")
+    # The audit judges the screen as it is just before each input (the executor reads it, or
+    # reuses a dump read < 1 s ago), never the step's stored dump, which may be minutes old.
     try:
         result = executor.execute(action, hierarchy_xml=hierarchy_xml)
     except Exception:

@@ -6,11 +6,14 @@ concurrently, one thread per phone, each pulling the next item its profile satis
 """
 import logging
 import threading
+import time
 from datetime import timedelta
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import close_old_connections, transaction
-from django.db.models import Count, Q
+from django.db.models import CharField, Count, Exists, OuterRef, Q, Value
+from django.db.models.functions import Cast, Concat
 from django.utils import timezone
 
 from devices import health, leases, scheduling
@@ -23,6 +26,7 @@ from flywheel.policies import default_policy_version, policy_for
 
 log = logging.getLogger(__name__)
 LINES = (Line.AUTOMATIC, Line.SCHEMA, Line.EXTERNAL, Line.RL)  # the lines a run carries out
+OPEN_ITEM = (WorkItem.Status.QUEUED, WorkItem.Status.ASSIGNED)
 
 
 def host_queue(address: str) -> str:
@@ -89,17 +93,50 @@ def launch_run(line, query_filter=None, model_version=None, config=None, user=No
 
 
 def dispatch_run(run):
-    """Send one driving task to each ADB host's queue."""
+    """Send one driving task to each ADB host's queue (again after a broker lost them: the work
+    items are claimed one by one, so a second driver of the same run finds nothing twice)."""
     from flywheel.tasks import collect_on_host
 
     addresses = settings.ADB_SERVERS
     per_host = max(1, int(run.config.get("phones", 4)) // max(1, len(addresses)))
+    CollectionRun.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
     ids = []
     for address in addresses:
         result = collect_on_host.apply_async((run.pk, address, per_host), queue=host_queue(address))
         ids.append(result.id)
     CollectionRun.objects.filter(pk=run.pk).update(celery_task_id=",".join(ids)[:64])
     return ids
+
+
+def open_items_of_run():
+    """A subquery: the run (OuterRef) has queued or assigned work items."""
+    kind = Concat(Value("collect:run:"), Cast(OuterRef("pk"), output_field=CharField()))
+    return Exists(WorkItem.objects.filter(kind=kind, status__in=OPEN_ITEM))
+
+
+def redispatch_stalled_runs(after=None):
+    """Beat: runs with open work and no driver alive get their work sent again.
+
+    A broker restarted without persistence forgets the driving tasks still queued, and a worker
+    that died leaves none behind; no live lease of the run and no dispatch for `after` means no
+    task is coming.
+    """
+    after = after if after is not None else timedelta(seconds=settings.COLLECTION_REDISPATCH_AFTER_S)
+    now = timezone.now()
+    live_holders = set(Lease.objects.filter(released_at__isnull=True, expires_at__gt=now)
+                       .values_list("holder", flat=True))
+    stalled = (CollectionRun.objects.exclude(status=CollectionRun.Status.CANCELLED)
+               .filter(open_items_of_run()).filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=now - after)))
+    redispatched = []
+    for run in stalled:
+        if f"collection:run:{run.pk}" in live_holders:
+            continue
+        CollectionRun.objects.filter(pk=run.pk, status__in=[CollectionRun.Status.DONE, CollectionRun.Status.FAILED]).update(
+            status=CollectionRun.Status.RUNNING, finished_at=None)
+        log.warning("run %s: open work and no driver; dispatching it again", run.pk)
+        dispatch_run(run)
+        redispatched.append(run.pk)
+    return {"redispatched": redispatched}
 
 
 def cancel_run(run):
@@ -120,7 +157,7 @@ def refresh_progress(run_id):
     # call the run done with a stale count.
     counts = WorkItem.objects.filter(kind=run_kind(run)).aggregate(
         done=Count("pk", filter=Q(status__in=[WorkItem.Status.DONE, WorkItem.Status.FAILED, WorkItem.Status.CANCELLED])),
-        open=Count("pk", filter=Q(status__in=[WorkItem.Status.QUEUED, WorkItem.Status.ASSIGNED])))
+        open=Count("pk", filter=Q(status__in=OPEN_ITEM)))
     CollectionRun.objects.filter(pk=run_id).update(completed=counts["done"])
     updates = {}
     if run.status == CollectionRun.Status.QUEUED:
@@ -128,37 +165,40 @@ def refresh_progress(run_id):
     if not counts["open"] and run.status in (CollectionRun.Status.QUEUED, CollectionRun.Status.RUNNING):
         updates.update(status=CollectionRun.Status.DONE, finished_at=timezone.now())
     publish("runs", throttle_s=1.0, run=run_id)
-    finished = bool(updates) and CollectionRun.objects.filter(pk=run_id).exclude(status=CollectionRun.Status.DONE).update(
-        **updates) and updates.get("status") == CollectionRun.Status.DONE
+    target = CollectionRun.objects.filter(pk=run_id).exclude(status=CollectionRun.Status.DONE)
+    if updates.get("status") == CollectionRun.Status.DONE:  # not if work was added (a re-collection) meanwhile
+        target = target.exclude(open_items_of_run())
+    finished = bool(updates) and target.update(**updates) and updates.get("status") == CollectionRun.Status.DONE
     if finished and run.line == Line.RL:
         metabolize_rl_run(run)
 
 
 def metabolize_rl_run(run):
     """Phase 1 (§2.4.3): after G rollouts of the current model per RL-pool query, each query is
-    retired, kept or let go by the group's verdicts."""
-    from flywheel.pools.rl import record_rollouts
+    retired, kept or let go by the group's verdicts; a group still waiting for a verdict (a
+    person's decision, a re-collection) is metabolised when that verdict arrives."""
+    from flywheel.pools.rl import metabolize_group
 
-    by_query = {}
-    for query_id, verdict in run.trajectories.values_list("query_id", "verdict"):
-        by_query.setdefault(query_id, []).append(verdict)
     decisions = {}
-    for query_id, verdicts in by_query.items():
-        entry = RlQueryEntry.objects.filter(query_id=query_id).first()
-        if entry is not None:
-            decisions[query_id] = record_rollouts(entry, run.model_version, verdicts)
+    for query_id in set(run.trajectories.values_list("query_id", flat=True)):
+        if RlQueryEntry.objects.filter(query_id=query_id).exists():
+            decisions[query_id] = metabolize_group(run.pk, query_id)
     return decisions
 
 
 def collect_item(run, item, device, lease):
     """One work item: a trajectory from a fresh reset to its verdict."""
     query = Query.objects.get(pk=item.payload["query_id"])
+    recollection_of = item.payload.get("recollection_of")
     trajectory = Trajectory.objects.create(query=query, run=run, device=device, line=run.line,
-                                           model_version=run.model_version, status=Trajectory.Status.RUNNING)
+                                           model_version=run.model_version, status=Trajectory.Status.RUNNING,
+                                           recollection_of_id=recollection_of)
     WorkItem.objects.filter(pk=item.pk).update(
         payload={**item.payload, "trajectories": [*item.payload.get("trajectories", []), trajectory.pk]})
     phone = PhoneConnection.for_device(device)
     config = CollectionConfig.from_dict(run.config)
+    if recollection_of:
+        config.anomaly_rates = {}  # collected again in a healed environment, not broken on purpose
     try:
         reason = run_trajectory(trajectory, phone, policy_for(run.model_version), config, lease=lease,
                                 should_stop=lambda: run_is_cancelled(run.pk), device=device,
@@ -177,11 +217,15 @@ def lease_ttl():
     return timedelta(seconds=settings.COLLECTION_LEASE_SECONDS)
 
 
-def drive_phone(run_id, device, lease, stop_event):
-    """A thread: pull this run's items that the phone can do, one after another."""
+def drive_phone(run_id, device, lease, stop_event, deadline=float("inf")):
+    """A thread: pull this run's items that the phone can do, one after another, until the
+    task's time budget (`deadline`, monotonic) is spent."""
     run = CollectionRun.objects.select_related("model_version").get(pk=run_id)
     try:
         while not stop_event.is_set() and not run_is_cancelled(run_id):
+            if time.monotonic() >= deadline:
+                stop_event.set()  # the driver hands the rest to a fresh task
+                break
             item = scheduling.pull_next(device, kinds=[run_kind(run)])
             if item is None:
                 break
@@ -197,19 +241,34 @@ def drive_phone(run_id, device, lease, stop_event):
                 log.exception("run %s item %s failed", run_id, item.pk)
                 scheduling.finish(item, ok=False, note=str(error)[:500])
             refresh_progress(run_id)
-            leases.heartbeat(lease, ttl=lease_ttl())
+            if run.line == Line.RL:
+                from flywheel.pools.rl import metabolize_group
+
+                metabolize_group(run_id, item.payload["query_id"])
+            if not leases.heartbeat(lease, ttl=lease_ttl()):
+                log.warning("run %s: the lease on %s is lost; this phone stops pulling work", run_id, device)
+                return
     finally:
         leases.release(lease)
         refresh_progress(run_id)
         close_old_connections()
 
 
-def drive_host(run_id, address, phones):
-    """The Celery task's body on one host: lease up to `phones` phones, one thread each."""
+def drive_host(run_id, address, phones, budget_s=None):
+    """The Celery task's body on one host: lease up to `phones` phones, one thread each.
+
+    After `budget_s` the phones finish the trajectory in hand and take no more; a fresh task
+    carries on, so no task outlives the broker's visibility timeout or its own time limit.
+    """
     run = CollectionRun.objects.get(pk=run_id)
-    if run.status in (CollectionRun.Status.CANCELLED, CollectionRun.Status.DONE):
+    has_work = CollectionRun.objects.filter(pk=run_id).filter(open_items_of_run()).exists()
+    if run.status == CollectionRun.Status.CANCELLED or not has_work:
+        refresh_progress(run_id)  # a run with nothing (left) to do is done
         return {"phones": 0}
-    CollectionRun.objects.filter(pk=run_id, status=CollectionRun.Status.QUEUED).update(status=CollectionRun.Status.RUNNING)
+    CollectionRun.objects.filter(pk=run_id, status__in=[CollectionRun.Status.QUEUED, CollectionRun.Status.DONE]).update(
+        status=CollectionRun.Status.RUNNING, finished_at=None)
+    budget_s = settings.COLLECTION_TASK_BUDGET_S if budget_s is None else budget_s
+    deadline = time.monotonic() + budget_s
     leased = []
     for device in Device.objects.filter(adb_server=address, status=Device.Status.IDLE).order_by("serial"):
         if len(leased) >= phones:
@@ -220,14 +279,22 @@ def drive_host(run_id, address, phones):
         except leases.LeaseRefused:
             continue
     stop_event = threading.Event()
-    threads = [threading.Thread(target=drive_phone, args=(run_id, device, lease, stop_event),
+    threads = [threading.Thread(target=drive_phone, args=(run_id, device, lease, stop_event, deadline),
                                 name=f"run{run_id}-{device.serial}", daemon=True) for device, lease in leased]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.join()
+    except SoftTimeLimitExceeded:  # a hung phone: stop taking work, leave what is in hand
+        stop_event.set()
+        for thread in threads:
+            thread.join(timeout=60)
     refresh_progress(run_id)
-    return {"phones": len(leased), "address": address}
+    budget_spent = stop_event.is_set() and not run_is_cancelled(run_id)
+    if budget_spent and CollectionRun.objects.filter(pk=run_id).filter(open_items_of_run()).exists():
+        transaction.on_commit(lambda: dispatch_run(run))
+    return {"phones": len(leased), "address": address, "continued": budget_spent}
 
 
 def recover_interrupted(stale_after=timedelta(seconds=90)):

@@ -70,9 +70,9 @@ def _lease_phone(query, holder, user):
     return None, None
 
 
-def reset_phone(phone: PhoneConnection, query) -> dict:
-    """The query's reset spec (docs/query-format.md), through devices/reset.py."""
-    return reset_device(phone, query.reset or None, apps=query.app_packages)
+def reset_phone(phone: PhoneConnection, query, baseline: dict | None = None) -> dict:
+    """The query's reset spec (docs/query-format.md), then the phone's recorded baseline."""
+    return reset_device(phone, query.reset or None, apps=query.app_packages, baseline=baseline)
 
 
 def start_session(query, user, model_version=None) -> Trajectory:
@@ -90,7 +90,7 @@ def start_session(query, user, model_version=None) -> Trajectory:
     trajectory.device = device
     trajectory.save(update_fields=["device"])
     try:
-        reset_phone(PhoneConnection.for_device(device), query)
+        reset_phone(PhoneConnection.for_device(device), query, baseline=device.baseline)
     except (PhoneUnavailable, ResetError) as error:
         interrupt(trajectory, f"reset failed: {error}")
         raise SessionError(f"the phone {device.serial} did not answer the reset: {error}") from error
@@ -147,7 +147,8 @@ def prepare_step(trajectory):
     step = pending_step(trajectory)
     if step is not None:
         return step
-    if live_lease(trajectory) is None:
+    lease = live_lease(trajectory)
+    if lease is None:
         raise SessionError("this session no longer holds its phone (the lease expired); resume it")
     observation = observe(PhoneConnection.for_device(trajectory.device))
     step = recorder.record_observation(trajectory, trajectory.steps.count(), observation, replace=False)
@@ -155,7 +156,8 @@ def prepare_step(trajectory):
         return pending_step(trajectory)
     try:
         policy = policy_for(trajectory.model_version)
-        recorder.propose(step, observation, policy, k=getattr(policy, "k", DEFAULT_K))
+        with leases.kept_alive(lease, ttl=LEASE_TTL):  # a model call may outlast the page's heartbeats
+            recorder.propose(step, observation, policy, k=getattr(policy, "k", DEFAULT_K))
     except PolicyError:
         pass  # kept on the step (model_io); the person chooses the action by hand
     except ValueError as error:  # e.g. an endpoint model version without a usable URL
@@ -181,15 +183,20 @@ def execute_step(step, action: dict, cot: dict, by_hand: bool = False, reply: st
     width, height = step.timings.get("screen") or (1080, 2400)
     cot = {tag: str(cot.get(tag) or "").strip() for tag in TAGS}
     edit = measure_edit(step.proposed_action, action, step.cot, cot, width, height, by_hand=by_hand)
-    if live_lease(trajectory) is None and name not in ENDING_ACTIONS + ASKING_ACTIONS:
+    lease = live_lease(trajectory)
+    if lease is None and name not in ENDING_ACTIONS + ASKING_ACTIONS:
         raise SessionError("this session no longer holds its phone (the lease expired); resume it")
+    # The executor confirms the lease before each input and audits each one on the screen as it is
+    # then, not on the stored dump the person looked at.
     executor = ActionExecutor(PhoneConnection.for_device(trajectory.device), holder=lease_holder(trajectory),
-                              device=trajectory.device)
+                              device=trajectory.device, lease=lease, lease_ttl=LEASE_TTL)
     try:
         outcome = recorder.execute(step, action, executor, cot=cot, edit=edit, timings={"verify_ms": verify_ms})
     except recorder.StepBusy as error:
         raise SessionError(str(error)) from error
     if not outcome.ok:
+        if outcome.result.lease_lost:
+            raise SessionError("this session no longer holds its phone (the lease expired); resume it")
         raise SessionError(f"blocked by the safety audit: {outcome.result.reason}" if outcome.result.blocked
                            else f"the action failed: {outcome.result.error}")
     if outcome.asks:

@@ -8,6 +8,7 @@ from accounts.roles import MANAGER, role_required
 from devices.anomaly_injection import KINDS as ANOMALY_KINDS
 from devices.models import Device
 from flywheel.collection.recorder import record_answer
+from flywheel.collection.run_config import CONFIG_FIELDS, clean_launch
 from flywheel.collection.runs import LINES, cancel_run, launch_run, refresh_progress, selection_hint
 from flywheel.models import App, CollectionRun, Line, ModelVersion, Step
 from flywheel.queries.external import ingest_external
@@ -16,27 +17,21 @@ from flywheel.queries.external import ingest_external
 def _launch_form_data(post):
     """The form's fields → (line, query filter, model version, config); raises ValidationError."""
     line = post.get("line", "automatic")
-    if line not in LINES:
-        raise ValidationError(f"unknown line {line!r}")
     query_filter = {"apps": post.getlist("apps"), "tiers": post.getlist("tiers"),
                     "tags": [t.strip() for t in post.get("tags", "").split(",") if t.strip()]}
     if post.get("pool"):
         query_filter["pool"] = post["pool"]
     if line == Line.EXTERNAL:
         query_filter["source"] = "external"
-    query_filter = {k: v for k, v in query_filter.items() if v}
-    try:
-        config = {"phones": int(post.get("phones") or 4), "repeats": int(post.get("repeats") or 1),
-                  "max_steps": int(post.get("max_steps") or 25), "timeout_s": float(post.get("timeout_s") or 300),
-                  "anomaly_rates": {kind: float(post[f"anomaly_{kind}"]) for kind in ANOMALY_KINDS
-                                    if post.get(f"anomaly_{kind}") not in (None, "", "0")}}
-    except ValueError as error:
-        raise ValidationError(f"a number is malformed: {error}")
-    if not 1 <= config["phones"] <= 256 or not 1 <= config["repeats"] <= 100:
-        raise ValidationError("phones must be 1–256 and repeats 1–100")
-    if any(not 0 <= rate <= 1 for rate in config["anomaly_rates"].values()):
-        raise ValidationError("anomaly rates are probabilities between 0 and 1")
-    version = ModelVersion.objects.filter(pk=post.get("model_version")).first() if post.get("model_version") else None
+    config = {name: post.get(name) for name in CONFIG_FIELDS}
+    config["anomaly_rates"] = {kind: post[f"anomaly_{kind}"] for kind in ANOMALY_KINDS
+                               if post.get(f"anomaly_{kind}") not in (None, "", "0")}
+    line, query_filter, config = clean_launch(line, query_filter, config)
+    version, chosen = None, post.get("model_version", "")
+    if chosen:
+        version = ModelVersion.objects.filter(pk=chosen).first() if chosen.isascii() and chosen.isdigit() else None
+        if version is None:
+            raise ValidationError(f"no model version {chosen!r}")
     return line, query_filter, version, config
 
 @role_required(MANAGER)
@@ -110,8 +105,16 @@ def external_import(request):
     """Paste or upload external queries (one per line, or JSONL objects with a "text")."""
     import json
 
-    upload = request.FILES.get("file")
-    raw = upload.read().decode("utf-8", "replace") if upload else request.POST.get("text", "")
+    from flywheel.queries.uploads import ImportTooLarge, form_import_text
+
+    try:
+        raw = form_import_text(request)
+    except ImportTooLarge as error:
+        messages.error(request, f"Not imported: {error}.")
+        return redirect("run-list")
+    except UnicodeDecodeError:
+        messages.error(request, "Not imported: the file is not UTF-8 text.")
+        return redirect("run-list")
     records = []
     for line in raw.splitlines():
         line = line.strip()

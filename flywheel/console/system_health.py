@@ -101,3 +101,15 @@ def system_health():
     body = {"status": "ok" if everything_ok else ("degraded" if critical_ok else "down"),
             "components": components}
     return (200 if critical_ok else 503), body
+
+
+def public_summary(body: dict) -> dict:
+    """What anyone may see: "ok"/"down" per component, nothing about how or where it runs."""
+    def word(component):
+        return "ok" if component.get("ok") else "down"
+
+    components = dict(body["components"])
+    adb = components.pop("adb_servers", {})
+    words = {name: word(component) for name, component in components.items()}
+    words["adb_servers"] = "ok" if all(server.get("ok") for server in adb.values()) else "down"
+    return {"status": body["status"], "components": words}

@@ -6,9 +6,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_celery_results.models import TaskResult
 
-from accounts.roles import ADJUDICATOR, ADMIN, ANNOTATOR, MANAGER, role_required, user_roles
+from accounts.roles import ADJUDICATOR, ADMIN, ANNOTATOR, MANAGER, has_role, role_required, user_roles
 from flywheel.console.dashboard import dashboard_counts
-from flywheel.console.system_health import system_health
+from flywheel.console.system_health import public_summary, system_health
 from flywheel.evaluation.calibration import consensus_rate_by_day, system_agreement
 
 ROLE_HOMES = [(ADMIN, "admin-home"), (MANAGER, "dashboard"), (ADJUDICATOR, "adjudication-queue"),
@@ -62,14 +62,24 @@ def task_ping(request):
 
 @never_cache
 def healthz(request):
+    """Public: status words only (for probes and `make up`); managers and admins signed in also get
+    each component's details (errors, worker names, ADB addresses, timings)."""
     status, body = system_health()
+    if not has_role(request.user, MANAGER):
+        body = public_summary(body)
     return JsonResponse(body, status=status)
 
 
 @role_required()
 def media(request, path):
-    """Serve stored screenshots and dumps to people with a role (filesystem storage only)."""
+    """Serve a stored screenshot or dump (filesystem storage only) to someone who may see a step
+    that shows it (flywheel.access); to anyone else it does not exist."""
     from django.conf import settings
+    from django.http import Http404
     from django.views.static import serve
 
+    from flywheel.access import blob_visible_to
+
+    if not blob_visible_to(request.user, path):
+        raise Http404("No such file.")
     return serve(request, path, document_root=settings.MEDIA_ROOT)

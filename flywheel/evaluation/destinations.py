@@ -1,7 +1,8 @@
 """Where a judged trajectory goes: exactly one recorded destination per trajectory (§2.4.2).
 
 True → SFT pool; False → ECDM queue; Env_ERROR → environment self-healing, re-collection of the
-query, and the ECDM; Undetermined → the adjudication queue.
+query, and the ECDM; Undetermined → the adjudication queue. An RL rollout's group is metabolised
+again whenever one of its verdicts arrives (a re-collection judged, a person's decision).
 
 The destination is written in the caller's transaction; what touches the world (the phone's
 health check, dispatching re-collection, telling dashboards) runs after commit, never under a lock.
@@ -11,10 +12,10 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from devices import health, scheduling
+from devices import health
 from devices.models import Device
 from flywheel.console.events import publish
-from flywheel.models import Destination, Outcome, SftEntry, Trajectory
+from flywheel.models import Destination, Line, Outcome, SftEntry, Trajectory
 from flywheel.rules.environment import ENV_ERRORS_BEFORE_QUARANTINE, quarantine_after_env_errors
 from flywheel.rules.htsc import route_outcome
 from flywheel.rules.pools import sft_intake_allowed
@@ -32,18 +33,28 @@ def route_trajectory(trajectory: Trajectory, outcome: str, reason: str = "",
             verdict=outcome, destination=destination,
             finished_at=trajectory.finished_at or timezone.now())
         trajectory.verdict, trajectory.destination = outcome, destination
+        trajectory_id = trajectory.pk
         if destination == Destination.SFT:
             SftEntry.objects.get_or_create(trajectory=trajectory, intake=intake)
             publish("pools", pool="sft")
         elif destination == Destination.ENV_HEALING:
-            trajectory_id = trajectory.pk
             transaction.on_commit(lambda: heal_environment(trajectory_id, reason))
+        if trajectory.line == Line.RL and trajectory.run_id:
+            # After healing queued its re-collection, so the group waits for it.
+            run_id, query_id = trajectory.run_id, trajectory.query_id
+            transaction.on_commit(lambda: _metabolize_rl_group(run_id, query_id))
         publish("routing", trajectory=trajectory.pk, outcome=outcome, destination=destination)
     return destination
 
 
 def heal_environment(trajectory_id: int, reason: str):
-    """Check the phone, quarantine it when Env_ERROR repeats there, and collect the query again."""
+    """Check the phone, quarantine it when Env_ERROR repeats there, and collect the query again.
+
+    The phone's global settings go back to its recorded baseline at the next reset, before any
+    task starts on it; re-collection runs on whichever healthy phone pulls the work first.
+    """
+    from flywheel.collection.recollection import recollect
+
     trajectory = Trajectory.objects.select_related("device", "query").get(pk=trajectory_id)
     device = trajectory.device
     if device is not None:
@@ -54,8 +65,12 @@ def heal_environment(trajectory_id: int, reason: str):
             health.quarantine(device, by="auto", reason=f"{len(recent)} Env_ERROR trajectories in a row")
         elif device.status != Device.Status.QUARANTINED:
             health.check_device(Device.objects.get(pk=device.pk))
-    query = trajectory.query
-    scheduling.enqueue("collect", payload={"query_id": query.pk, "line": trajectory.line,
-                                           "recollect_of": trajectory.pk, "reason": reason[:300]},
-                       requirements=query.phone_requirements(), priority=1)
-    log.info("trajectory %s: Env_ERROR, query %s queued for re-collection", trajectory.pk, query.key)
+    item = recollect(trajectory, reason)
+    log.info("trajectory %s: Env_ERROR, query %s %s", trajectory.pk, trajectory.query.key,
+             f"queued for re-collection (work item {item.pk})" if item else "not re-collected")
+
+
+def _metabolize_rl_group(run_id: int, query_id: int):
+    from flywheel.pools.rl import metabolize_group
+
+    metabolize_group(run_id, query_id)

@@ -13,8 +13,8 @@ from django.conf import settings
 from devices.uitree import page_text, parse_hierarchy
 from flywheel.evaluation import SystemVote
 from flywheel.models import ModelVersion
-from flywheel.policies.endpoint import _post_json
 from flywheel.policies.protocol import describe_action
+from flywheel.policies.safe_http import EndpointCallFailed, request_json
 
 VOTES = ("true", "false", "env_error")
 
@@ -34,11 +34,12 @@ def ask_json(version, system: str, user: str, timeout: float = 60) -> dict:
     body = {"model": version.served_model_name or version.name, "temperature": 0, "max_tokens": 800,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
     try:
-        status, response = _post_json(version.endpoint_url.rstrip("/") + "/chat/completions", body, timeout)
-    except OSError as error:
-        raise JudgeUnavailable(f"judge endpoint unreachable: {error}") from error
-    if status != 200 or not isinstance(response, dict):
-        raise JudgeUnavailable(f"judge endpoint answered {status}")
+        reply = request_json("POST", version.endpoint_url.rstrip("/") + "/chat/completions", body, timeout)
+    except EndpointCallFailed as error:
+        raise JudgeUnavailable(f"judge endpoint call failed: {error}") from error
+    response = reply.data
+    if reply.status != 200 or not isinstance(response, dict):
+        raise JudgeUnavailable(f"judge endpoint answered HTTP {reply.status}")
     try:
         content = response["choices"][0]["message"]["content"]
         match = re.search(r"\{.*\}", content, re.DOTALL)
@@ -69,15 +70,23 @@ def history_text(view) -> str:
     return "\n".join(lines)
 
 
+def handoff_note(view) -> str:
+    if view.expected_handoff:
+        return f"The task expects the agent to end by handing over to the user ({view.expected_handoff}).\n"
+    return ""
+
+
 def path_vote(version, view) -> SystemVote:
     final = " | ".join(page_text(parse_hierarchy(view.final_hierarchy)).split("\n")[:40])
     answer = ask_json(version,
                       "You judge whether a phone agent's trajectory completed the user's task by a "
                       "coherent path: no loops, no meaningless detours, no pseudo-completion (declaring "
-                      "success while the goal state is not on screen). Vote env_error when a pop-up, "
+                      "success while the goal state is not on screen). Handing over to the user "
+                      "(call_user, clarify) is a correct ending where the task leaves a step to the "
+                      "user, such as confirming a payment. Vote env_error when a pop-up, "
                       "network failure, missing permission or crash blocked it. Answer JSON: "
                       '{"vote": "true"|"false"|"env_error", "rationale": one sentence}',
-                      f"Task: {view.goal}\n\n{history_text(view)}\n\nFinal screen: {final}")
+                      f"Task: {view.goal}\n{handoff_note(view)}\n{history_text(view)}\n\nFinal screen: {final}")
     vote = str(answer.get("vote", "")).lower()
     if vote not in VOTES:
         raise JudgeUnavailable(f"the judge voted {vote!r}")

@@ -3,11 +3,15 @@
 Every vote, the verdict and the destination are persisted as they are decided.
 """
 import logging
+from datetime import timedelta
 
-from django.db import transaction
+from celery.exceptions import SoftTimeLimitExceeded
+from django.db import DatabaseError, transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from devices.audit import audit, enabled_rules
-from devices.phone import PhoneConnection
+from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.uitree import node_at, parse_hierarchy
 from flywheel.blobs import read_blob
 from flywheel.console.events import publish
@@ -23,6 +27,10 @@ from flywheel.policies.protocol import AGENT_STOPS
 from flywheel.rules.htsc import htsc_consensus
 
 log = logging.getLogger(__name__)
+# A judge that has held a trajectory this long died; another may take it over.
+JUDGING_CLAIM_TTL = timedelta(minutes=15)
+# The sweep leaves a trajectory this long to the run that collected it (which still has the phone).
+SWEEP_GRACE = timedelta(minutes=2)
 
 
 def _hierarchy(step: Step) -> str:
@@ -84,12 +92,59 @@ def _veto_hit(node, condition):
     return bool(condition.get("resource_id") and condition["resource_id"] == node.resource_id)
 
 
-def evaluate_trajectory(trajectory: Trajectory, phone: PhoneConnection | None = None) -> Verdict:
-    """Run the safety checklist and the three systems, vote, persist and route.
+def claim_for_judging(trajectory: Trajectory, now=None) -> bool:
+    """Take the one right to judge this trajectory (a conditional update): the run's own call and
+    the beat sweep may both try; the first wins. A claim older than JUDGING_CLAIM_TTL belongs to a
+    judge that died and may be taken over."""
+    now = now or timezone.now()
+    return Trajectory.objects.filter(pk=trajectory.pk, verdict=Outcome.PENDING).filter(
+        Q(judging_since__isnull=True) | Q(judging_since__lt=now - JUDGING_CLAIM_TTL)).update(judging_since=now) == 1
+
+
+def evaluate_trajectory(trajectory: Trajectory, phone: PhoneConnection | None = None) -> Verdict | None:
+    """Judge and route the trajectory once: None when another judge holds it or has judged it.
 
     `phone` is the phone still in the trajectory's terminal state (System A reads it); without
-    it System A abstains.
+    it System A abstains. A trajectory that cannot be judged (a malformed verification spec, a
+    judge that breaks) or that carries a flag goes to a person with the reason, never lost.
     """
+    if not claim_for_judging(trajectory):
+        log.info("trajectory %s is judged elsewhere; not judging it again", trajectory.pk)
+        return None
+    trajectory.refresh_from_db(fields=["flag", "verdict", "stop_reason", "status"])
+    if trajectory.flag:
+        return flag_for_people(trajectory, trajectory.flag)
+    try:
+        try:
+            return _judge(trajectory, phone)
+        except PhoneUnavailable:
+            if phone is None:
+                raise
+            return _judge(trajectory, None)  # the phone left: judge what was recorded
+    except (DatabaseError, SoftTimeLimitExceeded):
+        # The database or the task's time, not the trajectory, failed: the next sweep takes it.
+        Trajectory.objects.filter(pk=trajectory.pk, verdict=Outcome.PENDING).update(judging_since=None)
+        raise
+    except Exception as error:
+        log.exception("trajectory %s could not be judged", trajectory.pk)
+        return flag_for_people(trajectory, f"not judged: {type(error).__name__}: {error}")
+
+
+def flag_for_people(trajectory: Trajectory, reason: str) -> Verdict:
+    """No HTSC verdict: record why and send it to human adjudication (never to SFT)."""
+    reason = reason[:300]
+    with transaction.atomic():
+        Trajectory.objects.filter(pk=trajectory.pk).update(flag=reason)
+        trajectory.flag = reason
+        verdict = Verdict.objects.create(trajectory=trajectory, outcome=Outcome.UNDETERMINED,
+                                         rationale=f"flagged for a person: {reason}")
+        route_trajectory(trajectory, Outcome.UNDETERMINED, reason=reason)
+        publish("verdict", trajectory=trajectory.pk, outcome=Outcome.UNDETERMINED)
+    return verdict
+
+
+def _judge(trajectory: Trajectory, phone: PhoneConnection | None) -> Verdict:
+    """Run the safety checklist and the three systems, vote, persist and route."""
     view = trajectory_view(trajectory)
     blocked = {s.index for s in trajectory.steps.all() if (s.audit or {}).get("blocked")}
     violation = safety_checklist(view, blocked_steps=blocked)
@@ -116,13 +171,27 @@ def evaluate_trajectory(trajectory: Trajectory, phone: PhoneConnection | None = 
     return verdict
 
 
-def evaluate_pending(limit=100):
-    """Judge finished trajectories that have no verdict yet (a crash leaves none behind)."""
-    done = 0
-    for trajectory in Trajectory.objects.filter(
-            verdict=Outcome.PENDING, status__in=[Trajectory.Status.COMPLETED, Trajectory.Status.INTERRUPTED]).exclude(
-            line=Line.SEMI_AUTO)[:limit]:
-        evaluate_trajectory(trajectory)
-        done += 1
-    return done
+def evaluate_pending(limit=100, older_than=SWEEP_GRACE):
+    """Judge finished trajectories that have no verdict yet (a crash leaves none behind).
 
+    Fresh ones are left to the run that collected them for `older_than` (it still has the phone,
+    so System A can read the terminal state). One trajectory that breaks does not stop the rest.
+    """
+    now = timezone.now()
+    waiting = (Trajectory.objects.filter(verdict=Outcome.PENDING, status__in=[
+        Trajectory.Status.COMPLETED, Trajectory.Status.INTERRUPTED]).exclude(line=Line.SEMI_AUTO)
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__lte=now - older_than))
+        .filter(Q(judging_since__isnull=True) | Q(judging_since__lt=now - JUDGING_CLAIM_TTL))
+        .order_by("finished_at", "pk"))
+    judged = failed = 0
+    for trajectory in waiting[:limit]:
+        try:
+            if evaluate_trajectory(trajectory) is not None:
+                judged += 1
+        except SoftTimeLimitExceeded:
+            log.warning("sweep: out of time after %d trajectories; the next sweep goes on", judged)
+            break
+        except Exception:  # e.g. the database: the claim was given back; the next sweep retries
+            log.exception("sweep: trajectory %s left for the next sweep", trajectory.pk)
+            failed += 1
+    return {"judged": judged, "failed": failed}

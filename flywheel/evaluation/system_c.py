@@ -4,6 +4,10 @@ Looks at the action–observation history for: environmental interference (pop-u
 network failure, missing permission, crash) → Env_ERROR; pseudo-completion (success declared
 while the goal state is not on screen), an unbroken loop at the end, or a meaningless detour far
 longer than the known shortest path → False; otherwise True.
+
+A handover is an ending too (Table 3): `call_user`/`clarify` where the task's spec expects it
+(`verification.handoff`) counts as completion; one the spec does not mention cannot be judged by
+rules (abstain); declaring success where the user was to take over is False.
 """
 from flywheel.evaluation import SystemVote
 from flywheel.evaluation.screens import find, screen_text
@@ -71,11 +75,15 @@ def rules_vote(view: TrajectoryView) -> SystemVote:
     if cause:
         return SystemVote("C", "env_error", f"blocked by {cause}", details={"environment": cause})
     last = view.last_action or {}
-    claims_success = last.get("action") == "terminate" and last.get("status") == "success"
+    ending = view.ending()
+    claims_success = ending == "success"
     on_screen = goal_on_screen(view)
     if claims_success and on_screen is False:
         return SystemVote("C", "false", "pseudo-completion: success declared but the goal state "
                                         "is not on the final screen")
+    if ending == "premature_success":
+        return SystemVote("C", "false", f"declared success where the task hands over to the user "
+                                        f"({view.expected_handoff})")
     loop = trailing_loop(view)
     if loop >= LOOP_LENGTH:
         return SystemVote("C", "false", f"stuck in a loop: the same action {loop} times on an "
@@ -85,8 +93,12 @@ def rules_vote(view: TrajectoryView) -> SystemVote:
     if shortest and taken > DETOUR_FACTOR * shortest + 2:
         return SystemVote("C", "false", f"meaningless detour: {taken} steps for a path of {shortest}",
                           details={"taken": taken, "shortest": shortest})
+    if ending == "handoff":
+        return SystemVote("C", "abstain", f"handed over to the user ({last.get('action')}) where the "
+                                          "spec expects no handover: rules cannot tell if it was needed")
     if not claims_success:
         return SystemVote("C", "false", f"ended without declaring success ({last.get('action', 'no action')})")
     words = len(screen_text(view.final_hierarchy).split())
-    return SystemVote("C", "true", f"coherent progress over {taken} steps",
+    how = f", handing over with {view.expected_handoff} as the task asks" if view.expected_handoff else ""
+    return SystemVote("C", "true", f"coherent progress over {taken} steps{how}",
                       details={"taken": taken, "final_screen_words": words})

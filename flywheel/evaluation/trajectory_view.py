@@ -28,6 +28,25 @@ class TrajectoryView:
                 return step.action
         return None
 
+    @property
+    def expected_handoff(self) -> str:
+        """The handover the task asks for ('call_user' at a payment screen...), or ''."""
+        return str((self.verification or {}).get("handoff") or "")
+
+    def ending(self) -> str:
+        """How the agent ended (Table 3): 'success' (terminate:success, or the handover the task
+        expects), 'failure' (terminate:failure), 'handoff' (call_user/clarify the task does not
+        ask for), 'premature_success' (declared done where the user was to take over), or 'none'."""
+        last = self.last_action or {}
+        name = last.get("action")
+        if name == "terminate":
+            if last.get("status") != "success":
+                return "failure"
+            return "premature_success" if self.expected_handoff else "success"
+        if name in ("call_user", "clarify"):
+            return "success" if name == self.expected_handoff else "handoff"
+        return "none"
+
     def screens(self):
         """Every screen seen, in order, ending with the final one."""
         seen = [step.hierarchy for step in self.steps]

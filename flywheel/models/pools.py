@@ -75,9 +75,16 @@ class RlRollout(models.Model):
 
     entry = models.ForeignKey(RlQueryEntry, on_delete=models.CASCADE, related_name="rollouts")
     model_version = models.ForeignKey("flywheel.ModelVersion", null=True, on_delete=models.SET_NULL)
+    run = models.ForeignKey("flywheel.CollectionRun", null=True, blank=True, on_delete=models.SET_NULL,
+                            related_name="rl_rollouts", help_text="the RL run whose group this is")
     outcomes = models.JSONField(default=list, help_text="per-rollout verdicts")
     decision = models.CharField(max_length=8, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        # A run's group over one query is metabolised once, however many verdicts arrive late.
+        constraints = [models.UniqueConstraint(fields=["entry", "run"], condition=models.Q(run__isnull=False),
+                                               name="one_metabolism_per_run_and_query")]
 
     def __str__(self):
         return f"{len(self.outcomes)} rollouts of RL entry #{self.entry_id}: {self.decision or 'pending'}"

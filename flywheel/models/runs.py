@@ -3,6 +3,7 @@ from django.conf import settings
 from django.db import models
 
 from flywheel.models.trajectories import Line
+from flywheel.policies.url_safety import validate_endpoint_url
 
 
 class ModelVersion(models.Model):
@@ -20,7 +21,9 @@ class ModelVersion(models.Model):
     kind = models.CharField(max_length=10, choices=Kind, default="offline")
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="children")
-    endpoint_url = models.URLField(blank=True)
+    # Not a URLField: its validator refuses single-label hosts (http://gpu-host:8000/v1); this one
+    # checks the scheme and every address the host resolves to (flywheel/policies/url_safety.py).
+    endpoint_url = models.CharField(max_length=200, blank=True, validators=[validate_endpoint_url])
     served_model_name = models.CharField(max_length=200, blank=True)
     sampling = models.JSONField(default=dict, blank=True, help_text="pinned sampling config")
     health = models.JSONField(default=dict, blank=True,
@@ -53,6 +56,8 @@ class CollectionRun(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL)
     celery_task_id = models.CharField(max_length=64, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True,
+                                         help_text="last time its work was sent to the host queues")
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -53,6 +53,14 @@ class Trajectory(models.Model):
     memory = models.JSONField(default=list, blank=True, help_text="take_notes items")
     consistency_issues = models.JSONField(
         default=list, blank=True, help_text="open findings of the bi-directional consistency gate (§2.3.6)")
+    recollection_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="recollections",
+        help_text="the Env_ERROR trajectory whose query this one collects again (§2.4.2)")
+    judging_since = models.DateTimeField(
+        null=True, blank=True, help_text="claimed for judging (one judge per trajectory, once)")
+    flag = models.CharField(max_length=300, blank=True,
+                            help_text="why a person must look at it instead of HTSC (a malformed spec, a task "
+                                      "already done before any action)")
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -1,21 +1,20 @@
 """A policy served by any OpenAI-compatible endpoint (vLLM's `vllm serve` is the target).
 
 Screenshots travel as base64 data URLs; sampling is pinned (so a rerun asks the same question);
-timeouts and retries are bounded; the raw request and response come back as `model_io` so they
+timeouts and retries are bounded; the request and the parsed reply come back as `model_io` so they
 are stored with the step (image payloads are replaced by their content hash: the screenshots
-themselves are stored once, content-addressed, with the steps).
+themselves are stored once, content-addressed, with the steps). Every call goes through
+safe_http: the URL is checked again, redirects are refused and replies are size-capped.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import time
-import urllib.error
-import urllib.request
 
 from flywheel.policies.base import PolicyError, PolicyState, Proposal
 from flywheel.policies.protocol import DEFAULT_COORDS, DEFAULT_K, ProtocolError, build_messages, parse_output
+from flywheel.policies.safe_http import EndpointCallFailed, request_json
 
 # The pinned defaults; a ModelVersion's `sampling` may override these keys only.
 PINNED_SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 1024, "seed": 0}
@@ -24,21 +23,6 @@ SAMPLING_KEYS = {"temperature", "top_p", "top_k", "max_tokens", "seed", "stop", 
 # Protocol settings that may also live in `sampling` (they shape the prompt, not the sampler).
 PROTOCOL_KEYS = {"k_screenshots", "coords", "timeout_s", "retries"}
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
-
-
-def _post_json(url: str, body: dict, timeout: float) -> tuple[int, dict | str]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            text = response.read().decode("utf-8", "replace")
-            status = response.status
-    except urllib.error.HTTPError as error:
-        text, status = error.read().decode("utf-8", "replace"), error.code
-    try:
-        return status, json.loads(text)
-    except ValueError:
-        return status, text
 
 
 def _redact_images(messages: list[dict]) -> list[dict]:
@@ -111,22 +95,26 @@ class EndpointPolicy:
         for attempt in range(self.retries + 1):
             started = time.monotonic()
             record = {"attempt": attempt + 1}
+            reply = failure = None
             try:
-                status, answer = _post_json(url, body, self.timeout)
-            except (urllib.error.URLError, TimeoutError, OSError) as error:
-                record.update(error=f"{type(error).__name__}: {getattr(error, 'reason', error)}")
-                status, answer = None, None
+                reply = request_json("POST", url, body, timeout=self.timeout)
+            except EndpointCallFailed as error:
+                failure = error
+                record["error"] = str(error)
             record["latency_ms"] = round((time.monotonic() - started) * 1000)
-            if status is not None:
-                record["status"] = status
             model_io["attempts"].append(record)
-            if status == 200 and isinstance(answer, dict):
-                model_io["response"] = answer
-                return answer
-            if status is not None:
-                model_io["response"] = answer
-                if status not in RETRYABLE_STATUS:
-                    raise PolicyError(f"the endpoint answered HTTP {status}: {str(answer)[:300]}", model_io)
+            if failure is not None:
+                if not failure.retryable:
+                    raise PolicyError(f"the endpoint call was refused: {failure}", model_io)
+            else:
+                record.update(status=reply.status, bytes=reply.size)
+                # Only a parsed JSON reply is kept (its size is capped); a non-JSON body is not.
+                model_io["response"] = reply.data if reply.data is not None else {"not_json": True}
+                if reply.status == 200 and isinstance(reply.data, dict):
+                    return reply.data
+                if reply.status not in RETRYABLE_STATUS:
+                    raise PolicyError(f"the endpoint answered HTTP {reply.status}"
+                                      + ("" if reply.status != 200 else " without a JSON object"), model_io)
             if attempt < self.retries:
                 time.sleep(min(4.0, 0.25 * 2 ** attempt))
         last = model_io["attempts"][-1]
@@ -148,14 +136,15 @@ def check_endpoint_health(url: str, timeout: float = 5.0, model: str = "") -> di
     """GET {url}/models: is the server up, and does it serve `model`?"""
     started = time.monotonic()
     try:
-        with urllib.request.urlopen(url.rstrip("/") + "/models", timeout=timeout) as response:
-            payload = json.loads(response.read().decode("utf-8", "replace"))
-        models = [entry.get("id") for entry in payload.get("data", []) if isinstance(entry, dict)]
-    except urllib.error.HTTPError as error:
-        return {"ok": False, "error": f"HTTP {error.code}", "latency_ms": _ms(started)}
-    except (urllib.error.URLError, TimeoutError, OSError, ValueError, AttributeError) as error:
-        return {"ok": False, "error": f"{type(error).__name__}: {getattr(error, 'reason', error)}",
-                "latency_ms": _ms(started)}
+        reply = request_json("GET", url.rstrip("/") + "/models", timeout=timeout)
+    except EndpointCallFailed as error:
+        return {"ok": False, "error": str(error), "latency_ms": _ms(started)}
+    if reply.status != 200:
+        return {"ok": False, "error": f"HTTP {reply.status}", "latency_ms": _ms(started)}
+    entries = reply.data.get("data") if isinstance(reply.data, dict) else None
+    if not isinstance(entries, list):
+        return {"ok": False, "error": "the reply is not an OpenAI model list", "latency_ms": _ms(started)}
+    models = [str(entry.get("id")) for entry in entries if isinstance(entry, dict)]
     result = {"ok": True, "models": models, "latency_ms": _ms(started)}
     if model and model not in models:
         result.update(ok=False, error=f"the server does not serve {model!r} (it serves {', '.join(models) or 'nothing'})")

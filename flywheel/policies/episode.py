@@ -21,8 +21,14 @@ class Episode:
     answer: str = ""
 
 
-def run_episode(phone, task: dict, policy, max_steps: int = 20, k: int = 5) -> Episode:
-    """`task` is a query in the JSONL format of docs/query-format.md."""
+def run_episode(phone, task: dict, policy, max_steps: int = 20, k: int = 5,
+                schema_guided: bool = False) -> Episode:
+    """`task` is a query in the JSONL format of docs/query-format.md.
+
+    The policy sees the task's known path only when `schema_guided` (§2.3.4); otherwise the goal
+    alone, as on the automatic, RL and benchmark lines.
+    """
+    known_path = task.get("known_path") if schema_guided else None
     apps = list(task.get("apps") or [])
     reset_phone(phone, task.get("reset") or None, apps=apps)
     executor = ActionExecutor(phone, holder="policy-episode")
@@ -33,7 +39,7 @@ def run_episode(phone, task: dict, policy, max_steps: int = 20, k: int = 5) -> E
         state = PolicyState(goal=task["text"], history=history, screenshots=screenshots,
                             hierarchy_xml=observation.hierarchy_xml,
                             screen_size=(observation.width, observation.height),
-                            foreground=observation.foreground, known_path=task.get("known_path"), apps=apps)
+                            foreground=observation.foreground, known_path=known_path, apps=apps)
         try:
             proposal = policy.propose(state)
         except PolicyError as error:

@@ -2,6 +2,7 @@
 import json
 
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
@@ -36,14 +37,23 @@ def endpoint_add(request):
     except ValueError as error:
         messages.error(request, f"Sampling config: {error}")
         return redirect("endpoint-list")
-    if not name or not url.startswith(("http://", "https://")):
+    if not name or not url:
         messages.error(request, "A name and an http(s) URL (e.g. http://gpu-host:8000/v1) are required.")
         return redirect("endpoint-list")
     if ModelVersion.objects.filter(name=name).exists():
         messages.error(request, f"A model version named {name!r} exists already.")
         return redirect("endpoint-list")
-    version = ModelVersion.objects.create(name=name, kind="endpoint", endpoint_url=url, sampling=sampling,
-                                          served_model_name=request.POST.get("served_model_name", "").strip())
+    version = ModelVersion(name=name, kind="endpoint", endpoint_url=url, sampling=sampling,
+                           served_model_name=request.POST.get("served_model_name", "").strip())
+    try:
+        # The model's own rules (url_safety's endpoint rule among them), as the API applies them.
+        version.full_clean()
+    except ValidationError as error:
+        for field, problems in error.message_dict.items():
+            label = "Endpoint URL" if field == "endpoint_url" else field.replace("_", " ").capitalize()
+            messages.error(request, f"{label}: {' '.join(problems)}")
+        return redirect("endpoint-list")
+    version.save()
     _check(version)
     messages.info(request, f"Registered {name}: {'healthy' if version.health.get('ok') else 'not answering yet'}.")
     return redirect("endpoint-list")

@@ -1,9 +1,14 @@
 """The RL query pool's intake and metabolism (§2.4.1, §2.4.3), over the database."""
-from django.db import transaction
+import logging
 
+from django.db import IntegrityError, transaction
+
+from devices.models import WorkItem
 from flywheel.console.events import publish
-from flywheel.models import ModelVersion, Query, RlQueryEntry, RlRollout
-from flywheel.rules.pools import LEAVE, RETIRE, phase0_prescreen, rl_pool_metabolism, rl_uniform_intake_gate
+from flywheel.models import CollectionRun, ModelVersion, Query, RlQueryEntry, RlRollout, Trajectory
+from flywheel.rules.pools import LEAVE, RETIRE, WAIT, phase0_prescreen, rl_pool_metabolism, rl_uniform_intake_gate
+
+log = logging.getLogger(__name__)
 
 
 def query_features(query: Query) -> list[str]:
@@ -40,15 +45,53 @@ def _success_rate(verdicts):
 
 
 def record_rollouts(entry: RlQueryEntry, model_version: ModelVersion | None,
-                    rollout_verdicts: list[str]) -> str:
+                    rollout_verdicts: list[str], run: CollectionRun | None = None) -> str:
     """After G rollouts of M(t): retire, keep or let the query leave (its failures are already in
-    the ECDM queue, where HTSC routed them)."""
+    the ECDM queue, where HTSC routed them). A group of `run` is recorded once."""
     decision = rl_pool_metabolism(rollout_verdicts)
+    if decision == WAIT:
+        return decision
     state = {RETIRE: "retired", LEAVE: "left"}.get(decision, "active")
     with transaction.atomic():
-        RlRollout.objects.create(entry=entry, model_version=model_version,
+        RlRollout.objects.create(entry=entry, model_version=model_version, run=run,
                                  outcomes=list(rollout_verdicts), decision=decision)
         entry.state, entry.success_rate = state, _success_rate(rollout_verdicts)
         entry.save(update_fields=["state", "success_rate", "updated_at"])
     publish("pools", pool="rl")
+    return decision
+
+
+def group_verdicts(run: CollectionRun, query_id: int) -> list[str]:
+    """The verdict of each rollout of the run over the query, as the group stands now.
+
+    A rollout re-collected after Env_ERROR counts by its re-collection; a rollout still queued or
+    being collected counts as "pending".
+    """
+    from flywheel.collection.runs import OPEN_ITEM, run_kind
+
+    trajectories = list(Trajectory.objects.filter(run=run, query_id=query_id)
+                        .values_list("pk", "verdict", "recollection_of_id"))
+    replaced = {parent for _, _, parent in trajectories if parent}
+    verdicts = [verdict for pk, verdict, _ in trajectories if pk not in replaced]
+    still_open = WorkItem.objects.filter(kind=run_kind(run), status__in=OPEN_ITEM,
+                                         payload__query_id=query_id).count()
+    return verdicts + ["pending"] * still_open
+
+
+def metabolize_group(run_id: int, query_id: int) -> str | None:
+    """Metabolise the RL-pool query once its group in this RL run is complete; the decision, WAIT
+    while a verdict is outstanding, or None when the query is not in the pool."""
+    run = CollectionRun.objects.select_related("model_version").get(pk=run_id)
+    entry = RlQueryEntry.objects.filter(query_id=query_id).first()
+    if entry is None:
+        return None
+    recorded = RlRollout.objects.filter(entry=entry, run=run).values_list("decision", flat=True).first()
+    if recorded:
+        return recorded
+    verdicts = group_verdicts(run, query_id)
+    try:
+        decision = record_rollouts(entry, run.model_version, verdicts, run=run)
+    except IntegrityError:  # another process recorded this group a moment ago
+        return RlRollout.objects.filter(entry=entry, run=run).values_list("decision", flat=True).first()
+    log.info("RL run %s, query %s: %s over %s", run_id, query_id, decision, verdicts)
     return decision

@@ -8,7 +8,9 @@ import re
 
 from django.db import transaction
 
-from devices.composite import app_labels, installed_packages, resolve_app
+from devices import leases
+from devices.composite import app_labels, cached_labels, installed_packages, resolve_app
+from devices.gate import InputGate, InputRefused
 from devices.models import Device
 from devices.phone import PhoneConnection, PhoneUnavailable
 from flywheel.models import App, Query
@@ -20,14 +22,34 @@ def _key(text: str) -> str:
     return "ext-" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
 
 
+CATALOG_HOLDER = "external-import:catalog"
+
+
 def catalog_from_a_phone():
-    """(labels, packages) of the apps a registered phone offers, read over ADB."""
-    for device in Device.objects.filter(status__in=[Device.Status.IDLE, Device.Status.LEASED]).order_by("serial"):
+    """(labels, packages) of the apps a registered phone offers.
+
+    Labels are only on a launcher, and reading one presses Home and may tap icons: that happens on
+    an idle phone leased for the moment, every input audited (devices/gate.py), never on a phone
+    someone else holds. With no idle phone, the package list the registry stored for a phone is
+    used, with labels only if this process read that phone's launcher before.
+    """
+    for device in Device.objects.filter(status=Device.Status.IDLE).order_by("serial"):
+        try:
+            lease = leases.acquire(device, holder=CATALOG_HOLDER, purpose="read the app catalog for an import")
+        except leases.LeaseRefused:
+            continue
         phone = PhoneConnection.for_device(device)
         try:
-            return app_labels(phone), installed_packages(phone)
-        except PhoneUnavailable:
+            packages = installed_packages(phone)
+            gate = InputGate(phone, device=device, holder=CATALOG_HOLDER, lease=lease)
+            return app_labels(gate, packages), packages
+        except (PhoneUnavailable, InputRefused):
             continue
+        finally:
+            leases.release(lease)
+    for device in Device.objects.filter(status__in=[Device.Status.IDLE, Device.Status.LEASED]).order_by("serial"):
+        if device.installed_apps:
+            return cached_labels(PhoneConnection.for_device(device)) or {}, sorted(device.installed_apps)
     return {}, []
 
 
@@ -41,41 +63,64 @@ def app_for(text: str, labels: dict, packages: list) -> str | None:
     return resolved[0] if resolved else None
 
 
-def ingest_external(records, catalog=None) -> dict:
-    """Each record is a text or {"text", optional "apps", "tier", "verification"}.
+PACKAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+TIERS = ("L1", "L2", "L3")
 
-    Returns counts and, per record, what happened: {"kept": n, "rejected": n, "results": [...]}.
+
+def _plan(record, labels, packages, seen) -> dict:
+    """What one record becomes: anonymised, cleaned and given an app (no database writes)."""
+    record = {"text": record} if isinstance(record, str) else dict(record)
+    # An external record's `verification` is dropped: a spec is trusted data (checks read on
+    # phones), and only the schema-validated query import may bring one.
+    record.pop("verification", None)
+    anonymized = anonymize(str(record.get("text", "")))
+    text = anonymized.text
+    cleaning = clean_query(text, seen)
+    raw_apps = record.get("apps") if isinstance(record.get("apps"), list) else []
+    apps = [app for app in raw_apps if isinstance(app, str) and PACKAGE.match(app)]
+    if cleaning.keep and not apps:
+        package = app_for(text, labels, packages)
+        if package:
+            apps = [package]
+        else:
+            cleaning.keep, cleaning.category = False, "non_executable"
+            cleaning.reason = "no installed app can do this"
+    status_reason = "" if cleaning.keep else f"{cleaning.category}: {cleaning.reason}"
+    return {"key": _key(text), "apps": apps, "kept": cleaning.keep, "anonymized": bool(anonymized.findings),
+            "defaults": {
+                "text": text, "tier": record.get("tier") if record.get("tier") in TIERS else "L2",
+                "source": "external", "labels": {"intent": cleaning.intent} if cleaning.intent else {},
+                "verification": {},
+                "gate_results": {"anonymization": anonymized.findings, "cleaning": cleaning.category or "kept",
+                                 "intent": cleaning.intent},
+                "status": "ready" if cleaning.keep else "rejected", "status_reason": status_reason,
+                "tags": ["external"]}}
+
+
+def ingest_external(records, catalog=None) -> dict:
+    """Each record is a text or {"text", optional "apps" (package names), "tier"}; any other field
+    (a `verification` above all) is ignored.
+
+    Everything is worked out first (phone catalogue, anonymising, cleaning), then written in one
+    short transaction. Returns counts and, per record, what happened:
+    {"kept": n, "rejected": n, "results": [...]}.
     """
     labels, packages = catalog if catalog is not None else catalog_from_a_phone()
     seen = set(Query.objects.filter(source="external").values_list("text", flat=True))
     seen = {" ".join(text.split()).lower() for text in seen}
-    results, kept = [], 0
+    plans = [_plan(record, labels, packages, seen) for record in records]
+    results, written = [], set()
     with transaction.atomic():
-        for record in records:
-            record = {"text": record} if isinstance(record, str) else dict(record)
-            anonymized = anonymize(str(record.get("text", "")))
-            text = anonymized.text
-            cleaning = clean_query(text, seen)
-            apps = list(record.get("apps") or [])
-            if cleaning.keep and not apps:
-                package = app_for(text, labels, packages)
-                if package:
-                    apps = [package]
-                else:
-                    cleaning.keep, cleaning.category = False, "non_executable"
-                    cleaning.reason = "no installed app can do this"
-            gates = {"anonymization": anonymized.findings, "cleaning": cleaning.category or "kept",
-                     "intent": cleaning.intent}
-            query, _ = Query.objects.update_or_create(key=_key(text), defaults={
-                "text": text, "tier": record.get("tier", "L2"), "source": "external",
-                "labels": {"intent": cleaning.intent} if cleaning.intent else {},
-                "verification": record.get("verification") or {}, "gate_results": gates,
-                "status": "ready" if cleaning.keep else "rejected",
-                "status_reason": "" if cleaning.keep else f"{cleaning.category}: {cleaning.reason}",
-                "tags": ["external"]})
-            if apps:
-                query.set_apps([App.objects.get_or_create(package=p)[0] for p in apps])
-            kept += cleaning.keep
-            results.append({"key": query.key, "kept": cleaning.keep, "reason": query.status_reason,
-                            "apps": apps, "anonymized": bool(anonymized.findings)})
+        for plan in plans:
+            if plan["key"] in written:  # the same text twice: the first one stands
+                results.append({"key": plan["key"], "kept": False, "reason": plan["defaults"]["status_reason"],
+                                "apps": [], "anonymized": plan["anonymized"]})
+                continue
+            written.add(plan["key"])
+            query, _ = Query.objects.update_or_create(key=plan["key"], defaults=plan["defaults"])
+            if plan["apps"]:
+                query.set_apps([App.objects.get_or_create(package=p)[0] for p in plan["apps"]])
+            results.append({"key": query.key, "kept": plan["kept"], "reason": query.status_reason,
+                            "apps": plan["apps"], "anonymized": plan["anonymized"]})
+    kept = sum(result["kept"] for result in results)
     return {"kept": kept, "rejected": len(results) - kept, "results": results}

@@ -1,19 +1,18 @@
-"""Query import/export as JSON Lines (docs/query-format.md).
+"""Query import/export as JSON Lines (docs/query-format.md, docs/query-format.schema.json).
 
-Import is all or nothing: every line is validated first, and a file with any bad line imports
-nothing; each problem is reported with its line number and field.
+Import is all or nothing: every line is validated against the published schema first, outside any
+transaction, and a file with any bad line imports nothing; each problem is reported with its line
+number and field. The writes then happen in one short transaction of bulk statements, so a large
+import holds SQLite's write lock for a moment only (lease heartbeats must not wait behind it).
 """
 import json
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils import timezone
 
-from flywheel.models import App, FunctionNode, Query
-from flywheel.models.queries import Risk, Source, Tier
-
-TIER_VALUES = set(Tier.values)
-RISK_VALUES = set(Risk.values)
-SOURCE_VALUES = set(Source.values)
+from flywheel.models import App, FunctionNode, Query, QueryApp, QueryFunction
+from flywheel.queries.schema import record_problems
 
 
 @dataclass(frozen=True)
@@ -32,85 +31,24 @@ class QueryImportError(Exception):
         super().__init__("; ".join(str(p) for p in problems[:20]))
 
 
-# field -> (python type(s), required, default)
-FIELDS = {
-    "key": (str, True, None),
-    "text": (str, True, None),
-    "apps": (list, True, None),
-    "functions": (list, False, list),
-    "tier": (str, True, None),
-    "subclass": (str, False, str),
-    "persona": (str, False, str),
-    "capabilities": (list, False, list),
-    "labels": (dict, False, dict),
-    "risk": (str, False, lambda: "low"),
-    "prerequisites": (list, False, list),
-    "requirements": (dict, False, dict),
-    "source": (str, False, lambda: "synthesized"),
-    "tags": (list, False, list),
-    "known_path": ((dict, type(None)), False, lambda: None),
-    "reset": (dict, False, dict),
-    "verification": (dict, True, None),
+# Optional fields and their defaults; the schema says which fields exist and what they hold.
+DEFAULTS = {
+    "functions": list, "subclass": str, "persona": str, "capabilities": list, "labels": dict,
+    "risk": lambda: "low", "prerequisites": list, "requirements": dict, "source": lambda: "synthesized",
+    "tags": list, "known_path": lambda: None, "reset": dict,
 }
-TYPE_NAMES = {str: "a string", list: "a list", dict: "an object"}
+FIELDS = ("key", "text", "apps", "functions", "tier", "subclass", "persona", "capabilities", "labels", "risk",
+          "prerequisites", "requirements", "source", "tags", "known_path", "reset", "verification")
+QUERY_COLUMNS = [name for name in FIELDS if name not in ("key", "apps", "functions")]
+CHUNK = 500  # rows per IN (...) lookup, well under every database's parameter limit
 
 
 def _validate_record(record, line_no):
-    problems = []
-    if not isinstance(record, dict):
-        return None, [ImportProblem(line_no, "(line)", "must be a JSON object")]
-    unknown = sorted(set(record) - set(FIELDS))
-    for name in unknown:
-        problems.append(ImportProblem(line_no, name, "unknown field"))
-    clean = {}
-    for name, (types, required, default) in FIELDS.items():
-        if name not in record:
-            if required:
-                problems.append(ImportProblem(line_no, name, "is required"))
-            else:
-                clean[name] = default()
-            continue
-        value = record[name]
-        if not isinstance(value, types):
-            expected = TYPE_NAMES.get(types, "an object or null")
-            problems.append(ImportProblem(line_no, name, f"must be {expected}"))
-            continue
-        clean[name] = value
+    problems = [ImportProblem(line_no, field, message) for field, message in record_problems(record)]
     if problems:
         return None, problems
-    if not clean["key"].strip():
-        problems.append(ImportProblem(line_no, "key", "must not be empty"))
-    if not clean["text"].strip():
-        problems.append(ImportProblem(line_no, "text", "must not be empty"))
-    if not clean["apps"] or not all(isinstance(a, str) and a.strip() for a in clean["apps"]):
-        problems.append(ImportProblem(line_no, "apps", "must list at least one package name"))
-    if clean["tier"] not in TIER_VALUES:
-        problems.append(ImportProblem(line_no, "tier", f"must be one of {sorted(TIER_VALUES)}"))
-    if clean["risk"] not in RISK_VALUES:
-        problems.append(ImportProblem(line_no, "risk", f"must be one of {sorted(RISK_VALUES)}"))
-    if clean["source"] not in SOURCE_VALUES:
-        problems.append(ImportProblem(line_no, "source", f"must be one of {sorted(SOURCE_VALUES)}"))
-    for name in ("functions", "capabilities", "prerequisites", "tags"):
-        if not all(isinstance(item, str) for item in clean[name]):
-            problems.append(ImportProblem(line_no, name, "must be a list of strings"))
-    for function in clean["functions"]:
-        if isinstance(function, str) and ":" not in function:
-            problems.append(ImportProblem(line_no, "functions",
-                                          f"{function!r} must look like 'package:path/to/leaf'"))
-    problems.extend(_validate_verification(clean["verification"], line_no))
-    return clean, problems
-
-
-def _validate_verification(spec, line_no):
-    problems = []
-    for name in ("terminal", "milestones", "veto"):
-        if name in spec and not isinstance(spec[name], list):
-            problems.append(ImportProblem(line_no, f"verification.{name}", "must be a list"))
-    for i, check in enumerate(spec.get("terminal", []) if isinstance(spec.get("terminal"), list) else []):
-        if not isinstance(check, dict) or "check" not in check:
-            problems.append(ImportProblem(line_no, f"verification.terminal[{i}]",
-                                          "must be an object with a 'check' kind"))
-    return problems
+    clean = {name: record[name] if name in record else DEFAULTS[name]() for name in FIELDS}
+    return clean, []
 
 
 def parse_queries_jsonl(text):
@@ -139,46 +77,88 @@ def parse_queries_jsonl(text):
     return records
 
 
-def _function_node(app, path):
-    """Get or create the leaf and its ancestors, so the tree stays connected."""
-    parent = None
-    parts = path.strip("/").split("/")
-    for depth in range(1, len(parts) + 1):
-        node_path = "/".join(parts[:depth])
-        node, _ = FunctionNode.objects.get_or_create(
-            app=app, path=node_path,
-            defaults={"label": parts[depth - 1].replace("_", " "), "parent": parent,
-                      "is_leaf": depth == len(parts)})
-        if depth == len(parts) and not node.is_leaf:
-            node.is_leaf = True
-            node.save(update_fields=["is_leaf"])
-        parent = node
-    return parent
+def _chunks(items):
+    items = list(items)
+    for start in range(0, len(items), CHUNK):
+        yield items[start:start + CHUNK]
+
+
+def _existing(model, field, values, **filters):
+    found = {}
+    for chunk in _chunks(values):
+        found.update((getattr(row, field), row) for row in model.objects.filter(**{f"{field}__in": chunk}, **filters))
+    return found
+
+
+def _ensure_apps(packages):
+    App.objects.bulk_create([App(package=package) for package in packages], ignore_conflicts=True)
+    return _existing(App, "package", packages)
+
+
+def _ensure_function_nodes(apps, functions):
+    """Every leaf and its ancestors (the tree stays connected), created depth by depth in bulk."""
+    wanted = {}  # (package, path) -> is a leaf
+    for function in functions:
+        package, _, path = function.partition(":")
+        parts = path.strip("/").split("/")
+        for depth in range(1, len(parts) + 1):
+            key = (package, "/".join(parts[:depth]))
+            wanted[key] = wanted.get(key, False) or depth == len(parts)
+    nodes = {}
+    for depth in sorted({path.count("/") + 1 for _, path in wanted}):
+        level = [key for key in wanted if key[1].count("/") + 1 == depth]
+        FunctionNode.objects.bulk_create([
+            FunctionNode(app=apps[package], path=path, label=path.rsplit("/", 1)[-1].replace("_", " "),
+                         parent=nodes.get((package, path.rpartition("/")[0])), is_leaf=wanted[(package, path)])
+            for package, path in level], ignore_conflicts=True)
+        for package in {package for package, _ in level}:
+            paths = [path for p, path in level if p == package]
+            for path, node in _existing(FunctionNode, "path", paths, app=apps[package]).items():
+                nodes[(package, path)] = node
+    newly_leaves = [node.pk for key, node in nodes.items() if wanted[key] and not node.is_leaf]
+    for chunk in _chunks(newly_leaves):
+        FunctionNode.objects.filter(pk__in=chunk).update(is_leaf=True)
+    return nodes
 
 
 def import_queries(text):
-    """Import (create or update by key) every query of a JSONL text in one transaction."""
-    records = parse_queries_jsonl(text)
-    created = updated = 0
+    """Import (create or update by key) every query of a JSONL text: validate, then write in bulk."""
+    records = parse_queries_jsonl(text)  # outside any transaction: nothing is locked while parsing
+    packages = list(dict.fromkeys(p for r in records for p in [*r["apps"], *(f.partition(":")[0] for f in r["functions"])]))
+    now = timezone.now()
     with transaction.atomic():
-        apps = {}
+        apps = _ensure_apps(packages)
+        nodes = _ensure_function_nodes(apps, [f for r in records for f in r["functions"]])
+        existing = _existing(Query, "key", [r["key"] for r in records])
+        new, changed = [], []
         for record in records:
-            for package in record["apps"]:
-                if package not in apps:
-                    apps[package], _ = App.objects.get_or_create(package=package)
+            columns = {name: record[name] for name in QUERY_COLUMNS}
+            query = existing.get(record["key"])
+            if query is None:
+                new.append(Query(key=record["key"], **columns))
+            else:
+                for name, value in columns.items():
+                    setattr(query, name, value)
+                query.updated_at = now
+                changed.append(query)
+        Query.objects.bulk_create(new, batch_size=CHUNK)
+        Query.objects.bulk_update(changed, [*QUERY_COLUMNS, "updated_at"], batch_size=CHUNK)
+        queries = _existing(Query, "key", [r["key"] for r in records])
+        ids = [query.pk for query in queries.values()]
+        for chunk in _chunks(ids):
+            QueryApp.objects.filter(query_id__in=chunk).delete()
+            QueryFunction.objects.filter(query_id__in=chunk).delete()
+        app_links, function_links = [], []
         for record in records:
-            fields = {k: v for k, v in record.items() if k not in ("key", "apps", "functions")}
-            query, was_created = Query.objects.update_or_create(key=record["key"], defaults=fields)
-            created += was_created
-            updated += not was_created
-            query.set_apps([apps[p] for p in dict.fromkeys(record["apps"])])
-            nodes = []
-            for function in record["functions"]:
-                package, _, path = function.partition(":")
-                app = apps.get(package) or App.objects.get_or_create(package=package)[0]
-                nodes.append(_function_node(app, path))
-            query.set_functions(list(dict.fromkeys(nodes)))
-    return {"created": created, "updated": updated, "total": len(records)}
+            query = queries[record["key"]]
+            app_links += [QueryApp(query=query, app=apps[p], position=i)
+                          for i, p in enumerate(dict.fromkeys(record["apps"]))]
+            leaves = dict.fromkeys(nodes[(f.partition(":")[0], f.partition(":")[2].strip("/"))]
+                                   for f in record["functions"])
+            function_links += [QueryFunction(query=query, function=node, position=i) for i, node in enumerate(leaves)]
+        QueryApp.objects.bulk_create(app_links, batch_size=CHUNK)
+        QueryFunction.objects.bulk_create(function_links, batch_size=CHUNK)
+    return {"created": len(new), "updated": len(changed), "total": len(records)}
 
 
 def query_to_record(query):

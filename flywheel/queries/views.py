@@ -8,6 +8,7 @@ from django.views.decorators.http import require_http_methods
 from accounts.roles import MANAGER, role_required
 from flywheel.models import Query
 from flywheel.queries.jsonl import QueryImportError, export_queries, import_queries
+from flywheel.queries.uploads import ImportTooLarge, form_import_text
 
 
 @role_required(MANAGER)
@@ -25,10 +26,10 @@ def query_list(request):
 def query_import(request):
     context = {}
     if request.method == "POST":
-        upload = request.FILES.get("file")
         try:
-            text = upload.read().decode("utf-8") if upload else request.POST.get("text", "")
-            result = import_queries(text)
+            result = import_queries(form_import_text(request))
+        except ImportTooLarge as error:
+            context["problems"] = [str(error)]
         except UnicodeDecodeError:
             context["problems"] = ["the file is not UTF-8 text"]
         except QueryImportError as error:

@@ -1,6 +1,9 @@
 """The rules of the three data pools (§2.4.3), as pure functions."""
 
-RETIRE, KEEP, LEAVE = "retire", "keep", "leave"
+RETIRE, KEEP, LEAVE, WAIT = "retire", "keep", "leave", "wait"
+# A rollout whose verdict is not known yet: still being collected or judged ("pending"), or
+# Undetermined until a person decides (§2.4.2).
+AWAITING_VERDICT = ("pending", "undetermined")
 
 # Only these may enter the SFT pool (purity first): the three classes of §2.4.3, and the
 # semi-automatic line's trajectories, verified by a person at every step (§2.3.1, the gold
@@ -16,9 +19,14 @@ def rl_pool_metabolism(rollout_verdicts: list[str]) -> str:
     """Phase 1 metabolism after G rollouts of the current model over one query.
 
     All True → retire (mastered); all False → leave the pool (failures go to the ECDM);
-    mixed → keep (the capability boundary). Env_ERROR rollouts measure the environment, not the
-    model, so they are left out; a group with no scorable rollout is kept for another try.
+    mixed → keep (the capability boundary). The within-group distribution is one of successes and
+    failures, so the group waits while any rollout awaits its verdict (an Undetermined one is
+    counted once a person decides). Env_ERROR rollouts measure the environment, not the model:
+    they are re-collected, and one passed here (no re-collection left) is left out. A group with
+    no scorable rollout is kept for another try.
     """
+    if any(v in AWAITING_VERDICT for v in rollout_verdicts):
+        return WAIT
     scored = [v for v in rollout_verdicts if v in ("true", "false")]
     if not scored:
         return KEEP

@@ -237,6 +237,11 @@
       const response = await post(data.urls.execute, {step: data.step, action, cot, reply, by_hand: Boolean(handMade)});
       const answer = await response.json();
       if (!answer.ok) { say(answer.error, true); return; }
+      if (!answer.finished) {
+        say("Reading the phone and asking the policy…");
+        await fetch(data.urls.prepare, {method: "POST", credentials: "same-origin",
+          headers: {"X-CSRFToken": csrf, "X-Requested-With": "fetch"}});
+      }
       window.sessionNavigating = true;  // our own reload is not "leaving the page"
       window.location.reload();
     } catch (error) {

@@ -131,3 +131,23 @@ def test_the_adjudication_flow_in_a_real_browser(role_users, asgi_server, browse
     decided = trajectory.adjudications.get()
     assert decided.adjudicator == user and decided.note == "switch turned on in the after frame"
     assert SftEntry.objects.filter(trajectory=trajectory, intake="adjudicated").exists()
+
+
+@pytest.mark.django_db
+def test_opening_a_trajectory_claims_nothing_claiming_is_a_post(client):
+    trajectory = undetermined_trajectory()
+    alice, bob = adjudicator("alice"), adjudicator("bob")
+    client.force_login(alice)
+    page = client.get(f"/adjudication/{trajectory.pk}/")
+    assert page.status_code == 200 and b'data-testid="claim"' in page.content
+    assert b"decision-form" not in page.content and not trajectory.adjudications.exists()
+    assert client.post(f"/adjudication/{trajectory.pk}/claim/").status_code == 302
+    claim = trajectory.adjudications.get()
+    assert claim.adjudicator == alice and claim.decision == ""
+    assert b"decision-form" in client.get(f"/adjudication/{trajectory.pk}/").content
+    client.force_login(bob)                                # Bob can look, not decide or take it
+    page = client.get(f"/adjudication/{trajectory.pk}/").content.decode()
+    assert "alice is judging it" in page and "decision-form" not in page
+    refused = client.post(f"/adjudication/{trajectory.pk}/claim/", follow=True).content.decode()
+    assert "judging it until" in refused and trajectory.adjudications.get().adjudicator == alice
+    assert client.post("/adjudication/999999/claim/").status_code == 404

@@ -23,6 +23,13 @@ def pending(trajectory):
     return trajectory.steps.get(executed_action__isnull=True)
 
 
+def prepare(client, trajectory):
+    """What the page does by POST when it opens: observe the phone and ask the policy."""
+    page = client.post(f"/session/{trajectory.pk}/prepare/", follow=True)
+    assert page.status_code == 200, page
+    return page
+
+
 def execute(client, trajectory, step, action=None, cot=None, by_hand=False):
     body = {"step": step.index, "action": action or step.proposed_action, "cot": cot or step.cot, "by_hand": by_hand}
     return client.post(f"/session/{trajectory.pk}/execute/", json.dumps(body), content_type="application/json")
@@ -52,8 +59,10 @@ def test_annotator_verifies_a_whole_task_into_the_sft_pool(client_as, role_users
 
     finished, seen = False, 0
     while not finished:
-        page = client.get(f"/session/{trajectory.pk}/")
-        assert page.status_code == 200
+        if seen:  # taking the query prepared the first step; later ones are prepared by POST
+            assert b"Prepare the next step" in client.get(f"/session/{trajectory.pk}/").content
+            assert not trajectory.steps.filter(executed_action__isnull=True).exists()  # GET changed nothing
+            prepare(client, trajectory)
         step = pending(trajectory)
         assert step.screenshot.name.startswith("blobs/") and step.hierarchy.name.endswith(".xml")
         assert step.proposed_action and step.cot["Observation"] and step.cot["Decision"]
@@ -90,9 +99,9 @@ def test_annotator_verifies_a_whole_task_into_the_sft_pool(client_as, role_users
 
 def test_edits_are_measured_and_the_decision_follows_the_executed_action(client_as, role_users, farm_devices, import_task):
     client, trajectory = open_session(client_as, role_users, farm_devices, import_task)
-    client.get(f"/session/{trajectory.pk}/")
+    prepare(client, trajectory)
     execute(client, trajectory, pending(trajectory))                # open, accepted
-    client.get(f"/session/{trajectory.pk}/")
+    prepare(client, trajectory)
     step = pending(trajectory)
     x, y = step.proposed_action["point"]
     moved = {**step.proposed_action, "point": [x + 30, y + 40]}     # the tap box dragged 50 px
@@ -102,7 +111,7 @@ def test_edits_are_measured_and_the_decision_follows_the_executed_action(client_
     assert step.edit["decision_regenerated"] and f"({x + 30}, {y + 40})" in step.cot["Decision"]
     assert step.executed_action["point"] == [x + 30, y + 40]
     # a changed action type and reasoning are recorded too
-    client.get(f"/session/{trajectory.pk}/")
+    prepare(client, trajectory)
     step = pending(trajectory)
     cot = {**step.cot, "Plan": "Go back instead"}
     back = {"action": "system_button", "button": "back"}
@@ -152,17 +161,20 @@ def test_pause_frees_the_phone_and_resume_takes_it_back(client_as, role_users, f
     assert trajectory.status == "paused"
     assert client.get(f"/session/{trajectory.pk}/").status_code == 200
     trajectory.refresh_from_db()
+    assert trajectory.status == "paused"                        # opening the page changes nothing
+    prepare(client, trajectory)                                 # the page's POST takes the phone again
+    trajectory.refresh_from_db()
     assert trajectory.status == "running"
 
 
 def test_a_gate_failure_is_shown_for_fixing_not_accepted(client_as, role_users, farm_devices, import_task):
     client, trajectory = open_session(client_as, role_users, farm_devices, import_task)
-    client.get(f"/session/{trajectory.pk}/")
+    prepare(client, trajectory)
     step = pending(trajectory)
     bad_cot = {**step.cot, "Observation": "A \"Checkout\" page", "Memory": "the order number is 4711"}
     execute(client, trajectory, step, cot=bad_cot)
     for _ in range(5):
-        client.get(f"/session/{trajectory.pk}/")
+        prepare(client, trajectory)
         step = pending(trajectory)
         if execute(client, trajectory, step).json()["finished"]:
             break
@@ -214,7 +226,7 @@ def test_an_endpoint_policy_proposes_and_its_exchange_is_stored(client_as, role_
         take_next(client, model_version=version.pk)
         trajectory = session_of(role_users["annotator"])
         assert trajectory.model_version == version
-        page = client.get(f"/session/{trajectory.pk}/").content.decode()
+        page = prepare(client, trajectory).content.decode()
         step = pending(trajectory)
         assert step.proposed_action == {"action": "open", "app": "Settings"}
         assert step.model_io["response"]["choices"][0]["message"]["content"] == reply
@@ -222,7 +234,7 @@ def test_an_endpoint_policy_proposes_and_its_exchange_is_stored(client_as, role_
         assert execute(client, trajectory, step).json()["ok"]
         # the endpoint breaks: the person is told and acts by hand; nothing is lost
         stub.replies.append((500, {"error": "CUDA out of memory"}, 0))
-        page = client.get(f"/session/{trajectory.pk}/").content.decode()
+        page = prepare(client, trajectory).content.decode()
         step = pending(trajectory)
     assert "The policy gave no usable proposal" in page and step.proposed_action is None
     assert step.model_io["attempts"][0]["status"] == 500
@@ -245,9 +257,9 @@ def test_the_safety_audit_blocks_and_the_step_waits(client_as, role_users, farm_
     take_next(client)
     trajectory = session_of(role_users["annotator"])
     for _ in range(2):                                          # open, then Display & brightness
-        client.get(f"/session/{trajectory.pk}/")
+        prepare(client, trajectory)
         assert execute(client, trajectory, pending(trajectory)).json()["ok"]
-    client.get(f"/session/{trajectory.pk}/")
+    prepare(client, trajectory)
     step = pending(trajectory)
     answer = execute(client, trajectory, step)
     assert answer.status_code == 409 and "blocked by the safety audit: dark theme is forbidden here" in answer.json()["error"]
@@ -262,13 +274,15 @@ def test_an_expired_lease_is_taken_again_when_the_page_is_opened(client_as, role
     from devices.leases import expire_stale_leases
 
     client, trajectory = open_session(client_as, role_users, farm_devices, import_task)
-    client.get(f"/session/{trajectory.pk}/")
+    prepare(client, trajectory)
     Lease.objects.filter(holder=f"semi-auto:trajectory:{trajectory.pk}").update(expires_at="2000-01-01T00:00:00Z")
     assert expire_stale_leases() == 1                          # beat frees the phone of a silent page
     assert Device.objects.get(pk=trajectory.device_id).status == "idle"
     step = pending(trajectory)
     assert execute(client, trajectory, step).status_code == 409
     assert client.get(f"/session/{trajectory.pk}/").status_code == 200
+    assert not Lease.objects.filter(holder=f"semi-auto:trajectory:{trajectory.pk}", released_at__isnull=True).exists()
+    prepare(client, trajectory)
     assert Lease.objects.filter(holder=f"semi-auto:trajectory:{trajectory.pk}", released_at__isnull=True).exists()
     assert execute(client, trajectory, pending(trajectory)).json()["ok"]
 
@@ -277,7 +291,7 @@ def test_a_step_runs_once_even_if_confirmed_twice(client_as, role_users, farm_de
     from django.utils import timezone
 
     client, trajectory = open_session(client_as, role_users, farm_devices, import_task)
-    client.get(f"/session/{trajectory.pk}/")
+    prepare(client, trajectory)
     step = pending(trajectory)
     Step.objects.filter(pk=step.pk).update(executing_since=timezone.now())   # another request holds it
     answer = execute(client, trajectory, step)
@@ -292,7 +306,7 @@ def test_a_clarify_waits_for_the_users_answer_and_the_session_goes_on(client_as,
     """Table 3: clarify pauses for the user's answer (the annotator plays the user), then the
     policy goes on with the answer in its history; it does not end the trajectory."""
     client, trajectory = open_session(client_as, role_users, farm_devices, import_task)
-    client.get(f"/session/{trajectory.pk}/")
+    prepare(client, trajectory)
     step = pending(trajectory)
     question = {"action": "clarify", "question": "Dark or light?", "choices": ["dark", "light"]}
     refused = execute(client, trajectory, step, action=question)
@@ -305,7 +319,7 @@ def test_a_clarify_waits_for_the_users_answer_and_the_session_goes_on(client_as,
     assert step.executed_action["action"] == "clarify" and step.edit["clarify_answer"] == "dark"
     trajectory.refresh_from_db()
     assert trajectory.status == "running"
-    client.get(f"/session/{trajectory.pk}/")  # the next step is observed and proposed
+    prepare(client, trajectory)  # the next step is observed and proposed
     from devices.observation import Observation
     from flywheel.collection.recorder import policy_state
     from flywheel.policies.protocol import history_text

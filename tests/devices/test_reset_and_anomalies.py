@@ -118,3 +118,45 @@ def test_maybe_inject_is_seeded(phone):
     assert always["kind"] == "low_battery" and "Battery may run out soon" in texts(phone)
     with pytest.raises(AnomalyError):
         maybe_inject(phone, {"meteor_strike": 1.0}, random.Random(0))
+
+
+# -- the phone's baseline (global settings restored on every reset) ----------------------------------
+
+def test_reset_restores_the_recorded_baseline(phone):
+    from devices.baseline import read_baseline
+
+    baseline = read_baseline(phone)
+    assert baseline["global:airplane_mode_on"] == "0" and baseline["system:system_locales"] == "en-US"
+    # What earlier tasks leave behind: airplane mode, Do Not Disturb, big letters, German, dim screen.
+    phone.shell("cmd connectivity airplane-mode enable; settings put global zen_mode 1; "
+                "settings put system font_scale 1.3; setprop persist.sys.locale de-DE; "
+                "settings put system screen_brightness 12; svc wifi disable")
+    assert phone.shell("getprop persist.sys.locale").strip() == "de-DE"
+
+    record = reset_phone(phone, apps=["com.android.settings"], baseline=baseline)
+
+    assert record["ok"], record["errors"]
+    assert read_baseline(phone) == baseline
+    assert phone.shell("getprop persist.sys.locale").strip() == "en-US"
+    assert "cmd connectivity airplane-mode disable" in record["commands"]
+    assert "settings put system font_scale 1.0" in record["commands"]
+    assert record["commands"][-1] == "input keyevent KEYCODE_HOME"
+    # Nothing differs any more: a second reset restores nothing.
+    again = reset_phone(phone, apps=["com.android.settings"], baseline=baseline)
+    assert again["commands"] == ["am force-stop com.android.settings", "pm clear com.android.settings",
+                                 "input keyevent KEYCODE_HOME"]
+
+
+def test_baseline_values_are_quoted_and_keys_are_only_the_listed_ones():
+    from devices.baseline import BASELINE_SETTINGS, restore_command
+
+    names = {s.name for s in BASELINE_SETTINGS}
+    for wanted in ("global:airplane_mode_on", "global:wifi_on", "global:mobile_data", "global:zen_mode",
+                   "system:screen_brightness", "system:font_scale", "system:system_locales",
+                   "global:auto_time_zone"):
+        assert wanted in names
+    assert restore_command("system:font_scale", "1.0; reboot") == "settings put system font_scale '1.0; reboot'"
+    assert restore_command("global:wifi_on", "0") == "svc wifi disable"
+    assert restore_command("system:font_scale", "null") == "settings delete system font_scale"
+    with pytest.raises(ValueError):
+        restore_command("global:adb_enabled; reboot", "1")

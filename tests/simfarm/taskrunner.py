@@ -303,8 +303,10 @@ def evaluate(phone, check: dict) -> tuple[bool, str]:
         focus = next((line for line in output.splitlines() if "mCurrentFocus" in line), "")
         ok = check["package"] in focus and (not check.get("activity") or check["activity"] in focus)
         return ok, focus.strip()
-    elif kind == "shell":
-        output = sh(phone, check["cmd"])
+    elif kind == "getprop":
+        output = sh(phone, f"getprop {check['key']}")
+    elif kind == "screen":
+        output = sh(phone, "uiautomator dump /dev/tty")
     else:
         return False, f"unknown check kind {kind!r}"
     failures = _predicates(output, check)

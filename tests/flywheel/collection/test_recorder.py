@@ -87,3 +87,19 @@ def test_a_blocked_action_is_recorded_and_the_step_stays_unexecuted(recorded):
     assert stored.executed_action is None and stored.executing_since is None  # free to act again
     assert stored.audit["blocked"] and "password" in stored.audit["reason"].lower()
     assert trajectory.memory == [] and not CptEntry.objects.filter(step=stored).exists()
+
+
+@pytest.mark.parametrize("line, shown", [("schema", True), ("automatic", False), ("external", False),
+                                         ("rl", False), ("semi_auto", False)])
+def test_only_the_schema_guided_line_shows_the_known_path(line, shown):
+    """§2.3.4: the known path is the schema-guided line's input; every other line sees the goal."""
+    from devices.observation import Observation
+
+    path = {"mode": "tap", "summary": "Settings → Display → Dark theme",
+            "steps": [{"action": "open", "app": "com.android.settings"}]}
+    query = Query.objects.create(key=f"path-{line}", text="Turn on dark theme", tier="L1", known_path=path)
+    trajectory = Trajectory.objects.create(query=query, line=line)
+    state = recorder.policy_state(trajectory, Observation(png=b"", hierarchy_xml="<hierarchy/>",
+                                                          width=1080, height=2400))
+    assert state.goal == "Turn on dark theme"
+    assert state.known_path == (path if shown else None)

@@ -13,7 +13,7 @@ BLUETOOTH_PATH = {"mode": "tap", "summary": "Settings → Bluetooth", "steps": [
     {"action": "terminate", "status": "success"}]}
 BLUETOOTH_CHECKS = {
     "terminal": [{"check": "foreground", "package": "com.android.settings"},
-                 {"check": "shell", "cmd": "uiautomator dump /dev/tty", "contains": "bluetooth_switch"}],
+                 {"check": "screen", "contains": "bluetooth_switch"}],
     "milestones": [{"name": "bluetooth page", "resource_id": "com.android.settings:id/bluetooth_switch"}]}
 
 
@@ -117,8 +117,10 @@ def test_rl_rollouts_metabolise_the_pool(phones, farm_settings):
 
     solvable = make_query("rl-ok", tags=("rl",))
     Query.objects.filter(pk=solvable.pk).update(tier="L3")  # Phase 0 banks L2/L3
-    impossible = make_query("rl-no", tags=("rl",), known_path={"mode": "tap", "summary": "", "steps": [
-        {"action": "terminate", "status": "failure"}]})
+    # The RL line shows the policy the goal alone (§2.3.4 is the only line with a path).
+    impossible = make_query("rl-no", text="Open the Quantum Teleporter's warp settings", tags=("rl",),
+                            verification={"terminal": [{"check": "foreground", "package": "com.sim.teleporter"}],
+                                          "milestones": []})
     Query.objects.filter(pk=impossible.pk).update(tier="L2")
     call_command("rl_pool", "bank")
     assert RlQueryEntry.objects.filter(state="banked").count() == 2

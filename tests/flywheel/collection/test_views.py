@@ -67,3 +67,14 @@ def test_collect_command_runs_inline(farm_settings, capsys):
     call_command("collect", "--line", "automatic", "--tags", "cli", "--phones", "1", "--inline")
     out = capsys.readouterr().out
     assert "1 trajectories to collect" in out and "'sft': 1" in out
+
+
+def test_an_oversized_external_import_is_refused_with_a_clear_error(client_as, settings):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    settings.QUERY_IMPORT_MAX_BYTES = 1000
+    client = client_as("manager")
+    upload = SimpleUploadedFile("external.txt", b"Open Settings and check Bluetooth\n" * 100)
+    page = client.post("/runs/external/", {"file": upload}, follow=True).content.decode()
+    assert "Not imported" in page and "1,000-byte limit" in page
+    assert not Query.objects.filter(source="external").exists()

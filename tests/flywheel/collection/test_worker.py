@@ -69,7 +69,8 @@ def test_killing_a_worker_mid_trajectory_loses_nothing(farm_settings, celery_wor
     discover_devices()
     make_query("long", known_path=LONG_PATH, tags=("long",),
                verification={"terminal": [], "milestones": []})
-    run = launch_run("automatic", {"tags": ["long"]}, config={"phones": 1, "max_steps": 40})
+    # Schema-guided: the only line that shows the policy the (long) known path.
+    run = launch_run("schema", {"tags": ["long"]}, config={"phones": 1, "max_steps": 40})
     trajectory = wait_for(lambda: Trajectory.objects.filter(run=run, steps__index__gte=2).first(),
                           what="a trajectory with steps")
     os.kill(celery_worker_process.pid, signal.SIGKILL)
@@ -92,7 +93,7 @@ def test_killing_a_worker_mid_trajectory_loses_nothing(farm_settings, celery_wor
 def test_a_phone_that_drops_is_quarantined_and_its_query_goes_to_another(farm_settings):
     discover_devices()
     make_query("drop", known_path=LONG_PATH, tags=("drop",), verification={"terminal": [], "milestones": []})
-    run = launch_run("automatic", {"tags": ["drop"]}, config={"phones": 2, "max_steps": 40}, dispatch=False)
+    run = launch_run("schema", {"tags": ["drop"]}, config={"phones": 2, "max_steps": 40}, dispatch=False)
     first, second = Device.objects.order_by("serial")[:2]
     import threading
 

@@ -106,3 +106,35 @@ def test_system_b_reads_the_screenshot_where_the_hierarchy_lacks_the_text():
     vote = system_b_vote(view)
     assert vote.vote == "true", vote.rationale
     assert vote.details["reached"][1] == {"name": "placed", "at": 1, "by": "ocr"}
+
+
+PAY = screen("Order summary", "Pay now")
+PAYMENT_SPEC = {"milestones": [{"name": "payment page", "text": "Pay now"}], "handoff": "call_user"}
+HANDOFF = {"action": "call_user", "reason": "Confirm the payment yourself."}
+
+
+def test_a_correct_handoff_is_judged_true():
+    """Table 3: stopping at the payment screen and calling the user is how such a task ends."""
+    from flywheel.rules.htsc import htsc_consensus
+
+    handed_over = view([(HOME, click(10, 10)), (PAY, HANDOFF)], PAY, spec=PAYMENT_SPEC)
+    b, c = system_b_vote(handed_over), system_c_vote(handed_over)
+    assert (b.vote, c.vote) == ("true", "true"), (b.rationale, c.rationale)
+    assert "call_user" in c.rationale
+    assert htsc_consensus("true", b.vote, c.vote) == "true"
+
+
+def test_a_handoff_before_the_goal_state_is_not_success():
+    early = view([(HOME, HANDOFF)], HOME, spec=PAYMENT_SPEC)
+    assert system_c_vote(early).vote == "false"
+
+
+def test_declaring_success_where_the_user_was_to_take_over_is_false():
+    paid = view([(HOME, click(10, 10)), (PAY, DONE)], PAY, spec=PAYMENT_SPEC)
+    vote = system_c_vote(paid)
+    assert vote.vote == "false" and "hands over" in vote.rationale
+
+
+def test_a_handoff_the_spec_does_not_expect_is_left_to_the_other_systems():
+    unexpected = view([(HOME, click(10, 10)), (SETTINGS, {"action": "call_user", "reason": "help"})], SETTINGS)
+    assert system_c_vote(unexpected).vote == "abstain"

@@ -34,9 +34,9 @@ def phone():
 def test_offline_policy_completes_most_simple_single_app_tasks(phone):
     tasks = [task for task in single_app_tasks(("L1", "L2")) if task["key"] in SAMPLE]
     assert len(tasks) == len(SAMPLE)
-    results = measure(tasks, phone)
+    results = measure(tasks, phone, schema_guided=True)
     passed = [key for key, ok, _, _ in results if ok]
-    print(f"offline policy: {len(passed)}/{len(results)} sampled tasks succeeded")
+    print(f"offline policy, schema-guided: {len(passed)}/{len(results)} sampled tasks succeeded")
     assert len(passed) >= 0.75 * len(results), results
 
 
@@ -45,7 +45,7 @@ def test_it_fails_honestly_when_the_screen_does_not_match(phone):
     broken = {**task, "known_path": {**task["known_path"], "steps": [
         {"action": "open", "app": "com.android.settings"},
         {"action": "click", "target": {"text": "Quantum teleport"}}]}}
-    episode = run_episode(phone, broken, OfflinePolicy())
+    episode = run_episode(phone, broken, OfflinePolicy(), schema_guided=True)
     assert episode.outcome == "terminate:failure" and "Quantum teleport" in episode.answer
     # it looked (scrolled) but never tapped something else instead
     assert [action["action"] for _, action, _ in episode.steps if action["action"] == "click"] == []
@@ -53,14 +53,35 @@ def test_it_fails_honestly_when_the_screen_does_not_match(phone):
 
 def test_goal_only_matching_without_a_known_path(phone):
     task = next(t for t in single_app_tasks() if t["key"] == "settings-dark-theme-l1")
-    episode = run_episode(phone, {**task, "known_path": None}, OfflinePolicy())
+    episode = run_episode(phone, task, OfflinePolicy())  # the task has a known path; not shown
     assert episode.outcome == "terminate:success"
     assert phone.shell("settings get secure ui_night_mode").strip() == "2"
 
 
+class PathSpy(OfflinePolicy):
+    """The offline policy, remembering which known paths it was shown."""
+
+    def __init__(self):
+        self.paths_seen = []
+
+    def propose(self, state):
+        self.paths_seen.append(state.known_path)
+        return super().propose(state)
+
+
+def test_only_a_schema_guided_episode_shows_the_known_path(phone):
+    task = next(t for t in single_app_tasks() if t["key"] == "settings-dark-theme-l1")
+    assert task["known_path"]
+    alone, guided = PathSpy(), PathSpy()
+    run_episode(phone, task, alone)
+    run_episode(phone, task, guided, schema_guided=True)
+    assert alone.paths_seen and set(map(repr, alone.paths_seen)) == {"None"}
+    assert guided.paths_seen and all(path == task["known_path"] for path in guided.paths_seen)
+
+
 def test_its_reasoning_passes_the_consistency_gate(phone):
     task = next(t for t in single_app_tasks() if t["key"] == "notes-create-groceries-l1")
-    episode = run_episode(phone, task, OfflinePolicy())
+    episode = run_episode(phone, task, OfflinePolicy(), schema_guided=True)
     assert episode.outcome == "terminate:success"
     steps = [GateStep(index=i, cot=cot, action=result.action, screen_text="") for i, (cot, _, result) in enumerate(episode.steps)]
     assert check_bidirectional_consistency(steps) == []

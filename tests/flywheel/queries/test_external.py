@@ -51,3 +51,18 @@ def test_kept_external_queries_are_replayed_like_the_automatic_line(farm_setting
     assert trajectory.line == "external" and trajectory.steps.exists()
     assert trajectory.destination in ("sft", "ecdm", "env_healing", "adjudication")
     assert not Device.objects.filter(status="leased").exists()
+
+
+@pytest.mark.django_db
+def test_external_records_cannot_bring_their_own_checks():
+    """A verification spec is trusted data; an external record's is dropped, as are bad apps/tiers."""
+    smuggled = {"terminal": [{"check": "shell", "cmd": "rm -rf /sdcard"}], "milestones": []}
+    summary = ingest_external([
+        {"text": "Open Settings and turn on Bluetooth", "apps": ["com.android.settings"], "verification": smuggled},
+        {"text": "Open ShopMart and show my cart", "apps": ["shop; reboot"], "tier": "L9x"},
+    ], catalog=({"ShopMart": "com.sim.shop"}, ["com.sim.shop"]))
+    assert summary["kept"] == 2
+    settings_query = Query.objects.get(text__startswith="Open Settings")
+    assert settings_query.verification == {}
+    shop = Query.objects.get(text__startswith="Open ShopMart")
+    assert shop.app_packages == ["com.sim.shop"] and shop.tier == "L2"

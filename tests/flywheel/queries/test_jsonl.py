@@ -114,3 +114,86 @@ def test_import_page(client_as):
     assert Query.objects.filter(key="a").exists()
     export = client.get("/queries/export.jsonl")
     assert json.loads(b"".join(export.streaming_content)) == record("a")
+
+
+def problems_of(text):
+    with pytest.raises(QueryImportError) as error:
+        import_queries(text)
+    return {(p.line, p.field): p.message for p in error.value.problems}
+
+
+def test_verification_checks_are_validated_field_by_field_against_the_published_schema():
+    def checks(*terminal):
+        return record("q", verification={"terminal": list(terminal), "milestones": [], "veto": []})
+
+    problems = problems_of(jsonl(
+        checks({"check": "shell", "cmd": "getprop persist.sys.locale"}),
+        checks({"check": "settings", "namespace": "global; reboot", "key": "wifi_on"}),
+        checks({"check": "settings", "key": "wifi_on && reboot"}),
+        checks({"check": "content", "uri": "content://com.sim.notes/notes`reboot`"}),
+        checks({"check": "getprop", "key": "persist.sys.locale", "cmd": "reboot"}),
+        checks({"check": "file", "path": "relative/x.txt"}),
+        checks({"check": "content", "uri": "content://a.b/c", "matches": "([unclosed"}),
+        record("q", verification={"milestones": [{"name": "nothing named"}], "veto": [{"reason": "?"}]}),
+    ))
+    assert problems[(1, "verification.terminal[0].check")].startswith("must be one of ['settings', 'getprop'")
+    assert problems[(2, "verification.terminal[0].namespace")] == "must be one of ['system', 'secure', 'global']"
+    assert problems[(3, "verification.terminal[0].key")].startswith("must be a settings key")
+    assert problems[(4, "verification.terminal[0].uri")].startswith("must be a content:// URI")
+    assert problems[(5, "verification.terminal[0].cmd")] == "unknown field"
+    assert problems[(6, "verification.terminal[0].path")].startswith("must be an absolute path")
+    assert problems[(7, "verification.terminal[0].matches")] == "is not a valid regex"
+    assert problems[(8, "verification.milestones[0]")].startswith("must name what is on screen")
+    assert problems[(8, "verification.veto[0]")].startswith("must name the element")
+    assert Query.objects.count() == 0
+
+
+def test_the_schema_is_published_and_linked_from_the_format_doc():
+    from jsonschema import Draft202012Validator
+
+    from flywheel.queries.schema import SCHEMA_PATH, query_schema
+
+    Draft202012Validator.check_schema(query_schema())
+    assert "query-format.schema.json" in (SCHEMA_PATH.parent / "query-format.md").read_text()
+    assert not Draft202012Validator(query_schema()).is_valid(record("x", tier="L4"))
+    assert Draft202012Validator(query_schema()).is_valid(record("x"))
+
+
+def test_a_large_import_writes_in_a_few_bulk_statements():
+    """Validation happens before any transaction; the writes do not grow with the file."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    many = [record(f"q{i}", functions=[f"com.android.settings:area{i % 7}/page{i}/leaf"],
+                   apps=["com.android.settings", f"com.example.app{i % 5}"]) for i in range(300)]
+    with CaptureQueriesContext(connection) as first:
+        assert import_queries(jsonl(*many)) == {"created": 300, "updated": 0, "total": 300}
+    with CaptureQueriesContext(connection) as again:
+        assert import_queries(jsonl(*many)) == {"created": 0, "updated": 300, "total": 300}
+    assert len(first) < 40 and len(again) < 40, (len(first), len(again))
+    query = Query.objects.get(key="q8")
+    assert query.app_packages == ["com.android.settings", "com.example.app3"]
+    leaf = FunctionNode.objects.get(path="area1/page8/leaf")
+    assert leaf.is_leaf and leaf.parent.path == "area1/page8" and leaf.parent.parent.path == "area1"
+    assert [link.function for link in query.function_links.all()] == [leaf]
+
+
+def test_oversized_imports_are_refused_with_a_clear_error(client_as, settings):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    settings.QUERY_IMPORT_MAX_BYTES = 2000
+    big = jsonl(*[record(f"q{i}") for i in range(5)])
+    assert len(big.encode()) > 2000
+    client = client_as("manager")
+    page = client.post("/queries/import/", {"file": SimpleUploadedFile("q.jsonl", big.encode())})
+    assert b"larger than the 2,000-byte limit" in page.content
+    page = client.post("/queries/import/", {"text": big})
+    assert b"larger than the 2,000-byte limit" in page.content
+    response = client.post("/api/queries/import/", {"file": SimpleUploadedFile("q.jsonl", big.encode())})
+    assert response.status_code == 413
+    assert "2,000-byte limit" in response.json()["problems"][0]["message"]
+    response = client.post("/api/queries/import/", big, content_type="application/x-ndjson")
+    assert response.status_code == 413
+    assert Query.objects.count() == 0
+    response = client.post("/api/queries/import/", jsonl(record("small")), content_type="application/x-ndjson")
+    assert response.status_code == 200 and response.json()["created"] == 1
