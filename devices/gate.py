@@ -4,7 +4,7 @@ Before each input (a tap, a key, a gesture, typed text, an app launch) the gate
 1. takes the screen as it is now: a UI dump read through this connection less than FRESH_S ago
    with no screen-changing command since (the automatic line's observation), else a new one;
 2. audits that exact input on that screen (devices/audit.py) and records a block;
-3. confirms the holder's lease with one conditional UPDATE that also extends it;
+3. confirms the holder's lease (leases.confirm: a read, or a heartbeat when it runs short);
 and only then sends the command. The executor's actions and the composite actions
 (devices/composite.py) send input only through here, so nothing reaches a phone unaudited, on a
 stale screen, or after its lease was lost.
@@ -63,7 +63,7 @@ class InputGate:
         self.audit_seconds += time.monotonic() - started
         if decision.blocked:
             raise InputBlocked(decision)
-        if self.lease is not None and not leases.heartbeat(self.lease, ttl=self.lease_ttl):
+        if self.lease is not None and not leases.confirm(self.lease, ttl=self.lease_ttl):
             raise LeaseLost(f"lease lost: {self.holder or self.lease.holder} no longer holds "
                             f"{self.phone.serial}; nothing was sent")
         self.commands.append(command)

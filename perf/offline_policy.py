@@ -24,15 +24,16 @@ def single_app_tasks(tiers=("L1", "L2"), path=TASKS):
     return [row for row in rows if row["tier"] in tiers and len(row["apps"]) == 1]
 
 
-def measure(tasks, phone, schema_guided=False, verbose=False):
-    """[(key, succeeded, outcome, steps)] for each task, run on `phone` (a PhoneConnection)."""
+def measure(tasks, phone, schema_guided=False, verbose=False, baseline=None):
+    """[(key, succeeded, outcome, steps)] for each task, run on `phone` (a PhoneConnection); each
+    reset restores `baseline` (the phone's global settings, read before the first task)."""
     from flywheel.evaluation.system_a import system_a_vote
     from flywheel.policies import OfflinePolicy
     from flywheel.policies.episode import run_episode
 
     results = []
     for task in tasks:
-        episode = run_episode(phone, task, OfflinePolicy(), schema_guided=schema_guided)
+        episode = run_episode(phone, task, OfflinePolicy(), schema_guided=schema_guided, baseline=baseline)
         vote = system_a_vote(phone, task["verification"])
         # A handoff the task expects (call_user at a payment screen) ends the episode as well as
         # terminate does; what decides is the terminal state, read by System A.
@@ -56,6 +57,7 @@ def main():
     import django
 
     django.setup()
+    from devices.baseline import read_baseline
     from devices.phone import PhoneConnection
     from simfarm.farm import Farm
     from simfarm.serve import ServerThread
@@ -67,8 +69,9 @@ def main():
     figures = []
     with ServerThread(farm) as server:
         phone = PhoneConnection(f"127.0.0.1:{server.port}", next(iter(farm)).serial)
+        baseline = read_baseline(phone)
         for way in ways:
-            results = measure(tasks, phone, schema_guided=way == "schema", verbose=args.v)
+            results = measure(tasks, phone, schema_guided=way == "schema", verbose=args.v, baseline=baseline)
             passed = sum(1 for _, ok, _, _ in results if ok)
             false_claims = sum(1 for _, ok, outcome, _ in results if outcome == "terminate:success" and not ok)
             print(f"{way}: claimed success that System A refutes: {false_claims}/{len(results)}", flush=True)

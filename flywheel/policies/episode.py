@@ -22,15 +22,16 @@ class Episode:
 
 
 def run_episode(phone, task: dict, policy, max_steps: int = 20, k: int = 5,
-                schema_guided: bool = False) -> Episode:
+                schema_guided: bool = False, baseline: dict | None = None) -> Episode:
     """`task` is a query in the JSONL format of docs/query-format.md.
 
     The policy sees the task's known path only when `schema_guided` (§2.3.4); otherwise the goal
-    alone, as on the automatic, RL and benchmark lines.
+    alone, as on the automatic, RL and benchmark lines. `baseline` (devices.baseline.read_baseline)
+    is restored by the reset, so one episode's global settings never leak into the next.
     """
     known_path = task.get("known_path") if schema_guided else None
     apps = list(task.get("apps") or [])
-    reset_phone(phone, task.get("reset") or None, apps=apps)
+    reset_phone(phone, task.get("reset") or None, apps=apps, baseline=baseline)
     executor = ActionExecutor(phone, holder="policy-episode")
     episode, history, screenshots = Episode(), [], []
     for _ in range(max_steps):
