@@ -68,23 +68,23 @@ def take_next(request):
     return redirect("session", pk=trajectory.pk)
 
 
-def _needs_preparing(trajectory) -> bool:
-    """Coming back to the page (or after the lease expired) picks the session up again, and a
-    running session without a step awaiting verification observes and proposes the next one —
-    both by POST (session_prepare), never by opening the page."""
+def _must_take_the_phone_again(trajectory) -> bool:
+    """The page was left, or the lease expired: the session picks up again by POST (session_prepare)."""
     if trajectory.status == Trajectory.Status.PAUSED:
         return trajectory.stop_reason == LEFT_THE_PAGE
-    if trajectory.status != Trajectory.Status.RUNNING:
-        return False
-    return semi_auto.live_lease(trajectory) is None or semi_auto.pending_step(trajectory) is None
+    return trajectory.status == Trajectory.Status.RUNNING and semi_auto.live_lease(trajectory) is None
 
 
 @role_required(ANNOTATOR)
 def session(request, pk):
-    """The page shows what is stored; it changes nothing (GET is safe)."""
+    """The page shows what is stored; it changes nothing (GET is safe). Taking the phone again and
+    observing and proposing the next step are POSTs (session_prepare), never opening the page."""
     trajectory = _own_trajectory(request, pk)
-    preparing = _needs_preparing(trajectory)
-    step = None if preparing or trajectory.status != Trajectory.Status.RUNNING else semi_auto.pending_step(trajectory)
+    running = trajectory.status == Trajectory.Status.RUNNING
+    step = semi_auto.pending_step(trajectory) if running else None
+    preparing = _must_take_the_phone_again(trajectory) or (running and step is None)
+    if preparing:
+        step = None
     done = trajectory.steps.filter(executed_action__isnull=False).order_by("index")
     screen = (step.timings.get("screen") if step else None) or [1080, 2400]
     page = {
@@ -115,8 +115,7 @@ def session_prepare(request, pk):
     trajectory = _own_trajectory(request, pk)
     failed = False
     try:
-        if _needs_preparing(trajectory) and (trajectory.status == Trajectory.Status.PAUSED
-                                             or semi_auto.live_lease(trajectory) is None):
+        if _must_take_the_phone_again(trajectory):
             semi_auto.resume(trajectory)
             trajectory.refresh_from_db()
     except SessionError as problem:

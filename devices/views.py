@@ -91,14 +91,12 @@ def device_take_control(request, device):
         messages.error(request, f"Could not take the lease: {refused}.")
         return
     messages.info(request, f"You hold the lease of {device.serial}: your input now reaches the phone.")
-    notify_viewers(device.pk, "lease_taken")
 
 
 @admin_action
 def device_release_control(request, device):
     if control.give_up_control(device, request.user):
         messages.info(request, f"Lease of {device.serial} released.")
-        notify_viewers(device.pk, "lease_released")
     else:
         messages.error(request, "You do not hold this phone's lease.")
 
