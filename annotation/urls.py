@@ -1,5 +1,5 @@
 """Every human work queue: the annotator's queue and session, the adjudication queue."""
-from django.urls import path
+from django.urls import include, path
 
 from annotation import adjudication_views, session_views, views
 
@@ -22,4 +22,6 @@ urlpatterns = [
     path("adjudication/<int:trajectory_id>/decide/", adjudication_views.decide, name="adjudicate-decide"),
     path("adjudication/<int:trajectory_id>/release/", adjudication_views.release_claim,
          name="adjudicate-release"),
+    path("function-trees/", include("annotation.tree_urls")),
+    path("query-review/", include("annotation.review_urls")),
 ]

@@ -26,5 +26,7 @@ app.conf.beat_schedule = {
     "flywheel-evaluate-pending": {"task": "flywheel.tasks.evaluate_pending", "schedule": 60.0},
     "flywheel-recover-interrupted": {"task": "flywheel.tasks.recover_interrupted", "schedule": 30.0},
     "flywheel-redispatch-runs": {"task": "flywheel.tasks.redispatch_runs", "schedule": 30.0},
+    "queries-resume-explorations": {"task": "flywheel.tasks.resume_explorations", "schedule": 60.0},
+    "queries-recheck-edges": {"task": "flywheel.tasks.recheck_gem_edges", "schedule": 120.0},
 }
 app.autodiscover_tasks()

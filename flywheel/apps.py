@@ -11,3 +11,11 @@ class FlywheelConfig(AppConfig):
         from flywheel.console.events import on_lease_changed
 
         lease_changed.connect(on_lease_changed, dispatch_uid="dashboard-lease-changed")
+
+        from flywheel.queries import coverage, gem_feedback
+        from flywheel.signals import trajectory_routed
+
+        # Coverage counts a leaf once a successful trajectory exercised it; an Env_ERROR marks the
+        # GEM edge it broke on temporarily unreachable (§2.2.5, closed loop with the ECDM).
+        trajectory_routed.connect(coverage.on_trajectory_routed, dispatch_uid="coverage-on-routed")
+        trajectory_routed.connect(gem_feedback.on_trajectory_routed, dispatch_uid="gem-feedback-on-routed")

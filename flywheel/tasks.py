@@ -71,3 +71,10 @@ def redispatch_runs(after_s=None):
     from flywheel.collection.runs import redispatch_stalled_runs
 
     return redispatch_stalled_runs(after=None if after_s is None else timedelta(seconds=after_s))
+
+
+# The query side's tasks live next to their code; importing them here registers them with the
+# worker under flywheel.tasks.* names (autodiscovery reads each app's tasks module only).
+from flywheel.queries.exploration_tasks import *  # noqa: E402, F403
+from flywheel.queries.gem_tasks import *  # noqa: E402, F403
+from flywheel.queries.generation_tasks import *  # noqa: E402, F403

@@ -1,5 +1,5 @@
 """The data engine's pages, by stage of the loop."""
-from django.urls import path
+from django.urls import include, path
 
 from flywheel.collection import views as run_views
 from flywheel.console import views as console_views
@@ -30,4 +30,7 @@ urlpatterns = [
     path("endpoints/", endpoint_views.endpoint_list, name="endpoint-list"),
     path("endpoints/add/", endpoint_views.endpoint_add, name="endpoint-add"),
     path("endpoints/<int:pk>/check/", endpoint_views.endpoint_check, name="endpoint-check"),
+    path("exploration/", include("flywheel.queries.exploration_urls")),
+    path("gem/", include("flywheel.queries.gem_urls")),
+    path("generation/", include("flywheel.queries.generation_urls")),
 ]

@@ -1,5 +1,6 @@
 """The data engine's records (DESIGN.md, Core data). Split by domain; import from here."""
-from flywheel.models.catalog import App, Edge, FunctionNode, GemPage
+from flywheel.models.catalog import App, DevicePrior, Edge, FunctionNode, GemPage
+from flywheel.models.exploration import ExplorationRun, GenerationRun, RunStatus
 from flywheel.models.judging import Adjudication, Attribution, Repair, Verdict, Vote, VoteValue
 from flywheel.models.pools import CptEntry, RlQueryEntry, RlRollout, SftEntry
 from flywheel.models.queries import Query, QueryApp, QueryFunction, Risk, Source, Tier
@@ -7,7 +8,7 @@ from flywheel.models.runs import CollectionRun, ModelVersion
 from flywheel.models.trajectories import Destination, Line, Outcome, Step, Trajectory
 
 __all__ = [
-    "App", "Edge", "FunctionNode", "GemPage", "Query", "QueryApp", "QueryFunction", "CollectionRun", "ModelVersion",
+    "App", "DevicePrior", "Edge", "ExplorationRun", "GenerationRun", "RunStatus", "FunctionNode", "GemPage", "Query", "QueryApp", "QueryFunction", "CollectionRun", "ModelVersion",
     "Step", "Trajectory", "Adjudication", "Attribution", "Repair", "Verdict", "Vote",
     "CptEntry", "RlQueryEntry", "RlRollout", "SftEntry",
     # the choices that several tables share

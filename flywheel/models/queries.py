@@ -50,7 +50,15 @@ class Query(models.Model):
     reset = models.JSONField(default=dict, blank=True)
     verification = models.JSONField(default=dict,
                                     help_text="terminal checks (System A), milestones, veto, clarify")
-    gate_results = models.JSONField(default=dict, blank=True)
+    gate_results = models.JSONField(default=dict, blank=True,
+                                    help_text="per gate: passed, scores, reason (a rejection keeps its gate)")
+    generation_run = models.ForeignKey("flywheel.GenerationRun", null=True, blank=True,
+                                       on_delete=models.SET_NULL, related_name="queries")
+    gem_path = models.JSONField(default=list, blank=True,
+                                help_text="GEM edge ids of the known path, in order (Env_ERROR feedback)")
+    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                    on_delete=models.SET_NULL, related_name="reviewed_queries")
+    reviewed_at = models.DateTimeField(null=True, blank=True)
     status = models.CharField(max_length=12, choices=Status, default="ready", db_index=True)
     status_reason = models.TextField(blank=True)
     assignee = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,

@@ -1,0 +1,5 @@
+"""Function-tree coverage (to be written)."""
+
+
+def on_trajectory_routed(sender, trajectory_id, outcome, reason="", **kwargs):
+    pass

@@ -1,0 +1,2 @@
+"""Celery tasks (to be written)."""
+__all__ = []

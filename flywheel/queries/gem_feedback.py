@@ -1,0 +1,5 @@
+"""Env_ERROR feedback into GEM (to be written)."""
+
+
+def on_trajectory_routed(sender, trajectory_id, outcome, reason="", **kwargs):
+    pass
