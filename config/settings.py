@@ -248,6 +248,12 @@ MODEL_ENDPOINT_MAX_REPLY_BYTES = int(os.environ.get("MODEL_ENDPOINT_MAX_REPLY_BY
 # Form fields and non-file bodies stay small (pasted text); bigger imports come as files, which
 # Django spools to disk above FILE_UPLOAD_MAX_MEMORY_SIZE. Cap the body at the proxy too.
 QUERY_IMPORT_MAX_BYTES = int(os.environ.get("QUERY_IMPORT_MAX_BYTES", str(20 * 1024 * 1024)))
+# The query review page (/query-review/) is for managers; this lets annotators approve, edit and reject too.
+QUERY_REVIEW_ALLOW_ANNOTATORS = env_bool("QUERY_REVIEW_ALLOW_ANNOTATORS", False)
+# Intake gates (flywheel/queries/gates.py): gate 1's realism floor (0–1, a hard filter) and gate 3's
+# cosine floor for back-tagging a query to a function-tree node (all-MiniLM-L6-v2 embeddings).
+GATE1_MIN_REALISM = float(os.environ.get("GATE1_MIN_REALISM", "0.5"))
+GATE3_MIN_SIMILARITY = float(os.environ.get("GATE3_MIN_SIMILARITY", "0.35"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", str(5 * 1024 * 1024)))
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # Django's default, said here so it is not forgotten
 # A collection worker that stops sending heartbeats loses its phones after this long.
@@ -256,6 +262,15 @@ COLLECTION_LEASE_SECONDS = int(os.environ.get("COLLECTION_LEASE_SECONDS", "60"))
 COLLECTION_TASK_BUDGET_S = int(os.environ.get("COLLECTION_TASK_BUDGET_S", "1800"))
 # A run with open work, no live lease and no dispatch for this long is dispatched again (beat).
 COLLECTION_REDISPATCH_AFTER_S = int(os.environ.get("COLLECTION_REDISPATCH_AFTER_S", "120"))
+# A GEM edge an Env_ERROR broke is left out of path queries this long, then re-checked on a phone
+# (flywheel/queries/gem_feedback.py); each failed re-check doubles the wait, up to a day.
+GEM_EDGE_COOLDOWN_S = int(os.environ.get("GEM_EDGE_COOLDOWN_S", "1800"))
+# Same page or new page during exploration (flywheel/queries/page_identity.py): at most this many
+# differing pHash bits (of 64) and this layout distance (Jaccard, 0..1); App.page_identity overrides.
+GEM_PHASH_DISTANCE = int(os.environ.get("GEM_PHASH_DISTANCE", "12"))
+GEM_LAYOUT_DISTANCE = float(os.environ.get("GEM_LAYOUT_DISTANCE", "0.25"))
+# An exploration run whose heartbeat is older than this is dispatched again by beat.
+EXPLORATION_STALE_AFTER_S = int(os.environ.get("EXPLORATION_STALE_AFTER_S", "120"))
 
 LOGGING = {
     "version": 1,

@@ -1,6 +1,8 @@
+from django import forms
 from django.contrib import admin
 
 from flywheel import models as m
+from flywheel.queries.vocabulary import vocabulary_errors
 
 
 class QueryAppInline(admin.TabularInline):
@@ -14,8 +16,25 @@ class QueryFunctionInline(admin.TabularInline):
     raw_id_fields = ["function"]
 
 
+class QueryAdminForm(forms.ModelForm):
+    """The admin builds the form's fields (ModelAdmin.get_form); this adds the vocabulary check."""
+
+    def clean(self):
+        """Subclass, persona and capabilities come from the fixed vocabularies, as at import."""
+        cleaned = super().clean()
+        capabilities = cleaned.get("capabilities") or []
+        if not isinstance(capabilities, list):
+            raise forms.ValidationError("Capabilities must be a list of capability names.")
+        errors = vocabulary_errors(cleaned.get("tier", ""), cleaned.get("subclass", ""),
+                                   cleaned.get("persona", ""), capabilities)
+        if errors:
+            raise forms.ValidationError(errors)
+        return cleaned
+
+
 @admin.register(m.Query)
 class QueryAdmin(admin.ModelAdmin):
+    form = QueryAdminForm
     list_display = ["key", "tier", "source", "risk", "status", "assignee"]
     list_filter = ["tier", "source", "risk", "status"]
     search_fields = ["key", "text"]

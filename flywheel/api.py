@@ -14,6 +14,7 @@ from flywheel import access
 from flywheel import models as m
 from flywheel.queries.jsonl import ImportProblem, QueryImportError, export_queries, import_queries
 from flywheel.queries.uploads import ImportTooLarge, check_declared_size, check_text, read_stream, read_upload
+from flywheel.queries.vocabulary import vocabulary_errors
 
 STAFF = (MANAGER, ADMIN)
 
@@ -39,7 +40,23 @@ def query_import_text(request):
     return check_text(text)
 
 
-_QueryBase = role_viewset(m.Query, write_roles=STAFF,
+class QuerySerializer(model_serializer(m.Query)):
+    def validate(self, attrs):
+        """Subclass, persona and capabilities come from the fixed vocabularies, as at import."""
+        def current(name, default):
+            return attrs.get(name, getattr(self.instance, name, default) if self.instance else default)
+
+        capabilities = current("capabilities", [])
+        if not isinstance(capabilities, list):
+            raise serializers.ValidationError({"capabilities": "must be a list of capability names"})
+        errors = vocabulary_errors(current("tier", ""), current("subclass", ""), current("persona", ""),
+                                   capabilities)
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+
+_QueryBase = role_viewset(m.Query, write_roles=STAFF, serializer=QuerySerializer,
                           queryset=m.Query.objects.prefetch_related("app_links__app"),
                           filter_fields=("tier", "status", "source", "key"))
 

@@ -38,9 +38,15 @@ def run_kind(run) -> str:
     return f"collect:run:{run.pk}"
 
 
+NOT_COLLECTABLE = (Query.Status.REJECTED, Query.Status.REVIEW)
+
+
 def select_queries(query_filter: dict):
-    """Queries by app, tier, tag, key, source or pool (docs: README, Collection runs)."""
-    queries = Query.objects.exclude(status=Query.Status.REJECTED)
+    """Queries by app, tier, tag, key, source or pool (docs: README, Collection runs).
+
+    Only approved work is drawn: a query waiting for review (generated, or sent back by an
+    annotator) or rejected is not collected until a person approves it."""
+    queries = Query.objects.exclude(status__in=NOT_COLLECTABLE)
     if query_filter.get("apps"):
         queries = queries.filter(app_links__app__package__in=query_filter["apps"])
     if query_filter.get("tiers"):
@@ -65,7 +71,7 @@ def select_queries(query_filter: dict):
 def selection_hint() -> str:
     """What a query filter can select, for a person whose selection matched nothing."""
     tags = sorted({tag for tags in Query.objects.values_list("tags", flat=True) for tag in tags or []})
-    apps = sorted(set(QueryApp.objects.exclude(query__status=Query.Status.REJECTED)
+    apps = sorted(set(QueryApp.objects.exclude(query__status__in=NOT_COLLECTABLE)
                       .values_list("app__package", flat=True)))
     return (f"apps in use: {', '.join(apps) or 'none (import queries first)'}; "
             f"tags in use: {', '.join(tags) or 'none'}")

@@ -33,6 +33,7 @@ from flywheel.policies import PolicyError, default_policy_version, policy_for
 from flywheel.policies.protocol import ASKING_ACTIONS, DEFAULT_K, ENDING_ACTIONS, TAGS
 from flywheel.rules.consistency import GateStep, check_bidirectional_consistency
 from flywheel.rules.pools import sft_intake_allowed
+from flywheel.signals import trajectory_routed
 
 LEASE_TTL = timedelta(seconds=60)   # the page heartbeats every 10 s; a closed tab frees the phone
 SEMI_AUTO_INTAKE = "semi_auto_verified"
@@ -233,6 +234,9 @@ def route_verified(trajectory) -> list:
         if sft_intake_allowed(SEMI_AUTO_INTAKE):  # the pool's one intake gate (rules/pools.py)
             SftEntry.objects.get_or_create(trajectory=trajectory, intake=SEMI_AUTO_INTAKE)
             publish("pools", pool="sft")
+        trajectory_id = trajectory.pk
+        transaction.on_commit(lambda: trajectory_routed.send(
+            sender=Trajectory, trajectory_id=trajectory_id, outcome=Outcome.TRUE, reason="verified by a person"))
     return []
 
 

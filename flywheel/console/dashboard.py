@@ -4,6 +4,7 @@ from django.db.models import Count
 from devices.models import Device
 from flywheel.models import CptEntry, Query, RlQueryEntry, SftEntry, Step, Trajectory
 from flywheel.models.trajectories import Line, Outcome
+from flywheel.queries.coverage import coverage, coverage_by_app
 
 
 def trajectories_by_line_and_verdict():
@@ -63,4 +64,5 @@ def dashboard_counts():
                               for status, label in Device.Status.choices],
         "devices_total": sum(devices_by_status.values()),
         "verification": verification_metrics(),
+        "coverage": {"overall": coverage(), "by_app": coverage_by_app()},
     }

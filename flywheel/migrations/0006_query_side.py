@@ -140,7 +140,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='gempage',
             name='hierarchy_sha',
-            field=models.CharField(blank=True, max_length=64),
+            field=models.CharField(blank=True, max_length=200),
         ),
         migrations.AddField(
             model_name='gempage',
@@ -170,7 +170,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='gempage',
             name='screenshot_sha',
-            field=models.CharField(blank=True, max_length=64),
+            field=models.CharField(blank=True, max_length=200),
         ),
         migrations.AddField(
             model_name='gempage',

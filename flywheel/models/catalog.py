@@ -101,8 +101,9 @@ class GemPage(models.Model):
     elements = models.JSONField(default=list, blank=True,
                                 help_text="actionable elements: selector, text, class, bounds")
     node_count = models.PositiveIntegerField(default=0)
-    screenshot_sha = models.CharField(max_length=64, blank=True)
-    hierarchy_sha = models.CharField(max_length=64, blank=True)
+    # Blob names from flywheel/blobs.py store_blob (content-addressed by their sha256).
+    screenshot_sha = models.CharField(max_length=200, blank=True)
+    hierarchy_sha = models.CharField(max_length=200, blank=True)
     depth = models.PositiveSmallIntegerField(default=0, help_text="taps from the app's start page")
     is_start = models.BooleanField(default=False)
     inputs = models.JSONField(default=list, blank=True, help_text='what it consumes: ["text: search keyword"]')

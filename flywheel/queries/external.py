@@ -14,6 +14,7 @@ from devices.gate import InputGate, InputRefused
 from devices.models import Device
 from devices.phone import PhoneConnection, PhoneUnavailable
 from flywheel.models import App, Query
+from flywheel.queries.external_tags import tag_external
 from flywheel.rules.anonymize import anonymize
 from flywheel.rules.query_cleaning import clean_query
 
@@ -78,18 +79,26 @@ def _plan(record, labels, packages, seen) -> dict:
     cleaning = clean_query(text, seen)
     raw_apps = record.get("apps") if isinstance(record.get("apps"), list) else []
     apps = [app for app in raw_apps if isinstance(app, str) and PACKAGE.match(app)]
-    if cleaning.keep and not apps:
-        package = app_for(text, labels, packages)
+    # Post-hoc four-dimensional tags (§2.2.6), so external queries mix with generated ones.
+    tags = tag_external(text, apps={label: label for label in labels})
+    named = _app_names(record.get("app_names")) or tags["apps"]
+    if cleaning.category not in ("invalid", "sensitive") and not apps:
+        package = app_for(text, labels, packages) if cleaning.keep or named else None
         if package:
             apps = [package]
-        else:
+        elif cleaning.keep or named:
             cleaning.keep, cleaning.category = False, "non_executable"
-            cleaning.reason = "no installed app can do this"
+            cleaning.reason = "not executable here: no registered phone has " + (
+                ", ".join(named) if named else "an app that can do this")
     status_reason = "" if cleaning.keep else f"{cleaning.category}: {cleaning.reason}"
+    labels_out = {"intent": cleaning.intent} if cleaning.intent else {}
+    labels_out.update(step_depth=tags["step_depth"], ambiguity=tags["ambiguity"], risk_reasons=tags["risk_reasons"],
+                      apps_named=named, clarify=tags["clarify"], tagged_by=tags["tagged_by"])
     return {"key": _key(text), "apps": apps, "kept": cleaning.keep, "anonymized": bool(anonymized.findings),
             "defaults": {
-                "text": text, "tier": record.get("tier") if record.get("tier") in TIERS else "L2",
-                "source": "external", "labels": {"intent": cleaning.intent} if cleaning.intent else {},
+                "text": text, "tier": record.get("tier") if record.get("tier") in TIERS else tags["ambiguity"],
+                "source": "external", "labels": labels_out, "risk": tags["risk"],
+                "prerequisites": tags["prerequisites"],
                 "verification": {},
                 "gate_results": {"anonymization": anonymized.findings, "cleaning": cleaning.category or "kept",
                                  "intent": cleaning.intent},
@@ -97,9 +106,18 @@ def _plan(record, labels, packages, seen) -> dict:
                 "tags": ["external"]}}
 
 
+def _app_names(value) -> list[str]:
+    """App names as a source wrote them ("QQ、相册" or a list), kept only if they look like names."""
+    names = re.split(r"[、,，;；/]", value) if isinstance(value, str) else value if isinstance(value, list) else []
+    return [n.strip() for n in names if isinstance(n, str) and 0 < len(n.strip()) <= 40
+            and re.fullmatch(r"[\w .&+'-]+", n.strip())]
+
+
 def ingest_external(records, catalog=None) -> dict:
-    """Each record is a text or {"text", optional "apps" (package names), "tier"}; any other field
-    (a `verification` above all) is ignored.
+    """Each record is a text or {"text", optional "apps" (package names), "app_names" (the apps as
+    the source names them, e.g. "QQ、相册"), "tier"}; any other field (a `verification` above all)
+    is ignored. Every query is tagged (step depth, ambiguity tier, risk, prerequisites); one whose
+    apps no registered phone has is kept as rejected: "not executable here: no registered phone has …".
 
     Everything is worked out first (phone catalogue, anonymising, cleaning), then written in one
     short transaction. Returns counts and, per record, what happened:

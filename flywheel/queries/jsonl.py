@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from flywheel.models import App, FunctionNode, Query, QueryApp, QueryFunction
 from flywheel.queries.schema import record_problems
+from flywheel.queries.vocabulary import vocabulary_errors
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,10 @@ CHUNK = 500  # rows per IN (...) lookup, well under every database's parameter l
 
 def _validate_record(record, line_no):
     problems = [ImportProblem(line_no, field, message) for field, message in record_problems(record)]
+    if not problems:
+        # The schema lists the vocabularies; that a subclass belongs to its tier it cannot say.
+        problems = [ImportProblem(line_no, "subclass", message) for message in
+                    vocabulary_errors(record["tier"], record.get("subclass", ""), "", [])]
     if problems:
         return None, problems
     clean = {name: record[name] if name in record else DEFAULTS[name]() for name in FIELDS}

@@ -6,6 +6,7 @@ its action is malformed.
 """
 import io
 
+import imagehash
 from PIL import Image, ImageStat
 
 from devices.actions import RESOLVED_FIELDS, ActionError, normalize_action
@@ -15,27 +16,33 @@ BLANK_STDDEV = 3.0
 DUPLICATE_DISTANCE = 4  # differing bits of 64 below which two frames are the same screen
 
 
+def _small_gray(png: bytes) -> Image.Image:
+    """The frame decoded once, in grey, box-reduced to about 64 px on its short side: hashing and
+    the blank test need no more, and resampling a full 1080×2400 frame dominated their cost."""
+    with Image.open(io.BytesIO(png)) as image:
+        gray = image.convert("L")
+    factor = max(1, min(gray.size) // 64)
+    return gray.reduce(factor) if factor > 1 else gray
+
+
 def perceptual_hash(png: bytes) -> str:
-    """A 64-bit difference hash (dHash): robust to re-encoding, equal for the same screen."""
-    image = Image.open(io.BytesIO(png)).convert("L").resize((HASH_SIZE + 1, HASH_SIZE), Image.BILINEAR)
-    pixels = list(image.getdata())
-    bits = 0
-    for row in range(HASH_SIZE):
-        for col in range(HASH_SIZE):
-            left, right = pixels[row * (HASH_SIZE + 1) + col], pixels[row * (HASH_SIZE + 1) + col + 1]
-            bits = (bits << 1) | (left > right)
-    return f"{bits:016x}"
+    """A 64-bit perceptual hash (imagehash's DCT pHash) as 16 hex digits: robust to re-encoding,
+    equal for the same screen."""
+    return str(imagehash.phash(_small_gray(png), hash_size=HASH_SIZE))
 
 
 def hash_distance(a: str, b: str) -> int:
-    return bin(int(a, 16) ^ int(b, 16)).count("1")
+    """Differing bits of two hashes written by perceptual_hash."""
+    return imagehash.hex_to_hash(a) - imagehash.hex_to_hash(b)
+
+
+def _flat(image: Image.Image) -> bool:
+    return ImageStat.Stat(image).stddev[0] < BLANK_STDDEV
 
 
 def is_blank(png: bytes) -> bool:
     """A frame of one flat colour (black screen, white flash) teaches nothing."""
-    image = Image.open(io.BytesIO(png)).convert("L")
-    image.thumbnail((64, 64))
-    return ImageStat.Stat(image).stddev[0] < BLANK_STDDEV
+    return _flat(_small_gray(png))
 
 
 def cpt_rejection(png: bytes | None, action: dict | None, screen_size: tuple[int, int],
@@ -50,8 +57,9 @@ def cpt_rejection(png: bytes | None, action: dict | None, screen_size: tuple[int
     except ActionError as error:
         return f"malformed action: {error}", ""
     try:
-        phash = perceptual_hash(png)
-        if is_blank(png):
+        small = _small_gray(png)
+        phash = str(imagehash.phash(small, hash_size=HASH_SIZE))
+        if _flat(small):
             return "blank frame", phash
     except OSError:
         return "unreadable screenshot", ""

@@ -16,7 +16,7 @@ def record(key="q1", **overrides):
         "apps": ["com.android.settings"],
         "functions": ["com.android.settings:wlan/advanced/mac_address"],
         "tier": "L1", "subclass": "plain_narration", "persona": "novice",
-        "capabilities": ["navigation"], "labels": {"scenario": "system"}, "risk": "low",
+        "capabilities": ["cross_page_state_tracking"], "labels": {"scenario": "system"}, "risk": "low",
         "prerequisites": ["wifi on"], "requirements": {"apps": ["com.android.settings"]},
         "source": "synthesized", "tags": ["settings"],
         "known_path": {"mode": "tap", "summary": "Settings → WLAN → Advanced → MAC address",
@@ -35,7 +35,7 @@ def jsonl(*records):
 
 def test_export_gives_back_what_was_imported():
     records = [record("a"), record("b", apps=["com.sim.shop", "com.sim.chat"], tier="L3",
-                                   text="比较价格，然后发给小王", known_path=None, functions=[])]
+                                   subclass="incomplete_instruction", text="比较价格，然后发给小王", known_path=None, functions=[])]
     assert import_queries(jsonl(*records)) == {"created": 2, "updated": 0, "total": 2}
     exported = [json.loads(line) for line in export_queries(Query.objects.all())]
     assert exported == records
