@@ -6,6 +6,8 @@ since pruning a proposed tree is annotation work like any other queue; approving
 building trees from exploration is a manager's call (admins pass every check), because approved
 leaves are what coverage and generation count.
 """
+import logging
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
@@ -23,6 +25,8 @@ PRUNERS = (ANNOTATOR, MANAGER)
 # action -> (roles allowed, what it needs from the form)
 ACTIONS = {"approve": (MANAGER,), "approve-subtree": (MANAGER,), "rename": PRUNERS, "merge": PRUNERS,
            "delete": PRUNERS, "restore": PRUNERS, "reparent": PRUNERS}
+
+logger = logging.getLogger(__name__)
 
 
 def _tree(app):
@@ -72,11 +76,22 @@ def build(request, app_id):
     if request.POST.get("model_version"):
         version = get_object_or_404(ModelVersion, pk=request.POST["model_version"], kind="endpoint")
     summary = function_tree.build_tree_from_gem(app, model_version=version)
+    _index_later(app)
     for problem in summary["problems"]:
         messages.warning(request, problem)
     messages.success(request, f"{app}: {summary['created']} node(s) proposed, {summary['linked']} existing node(s) "
                               f"linked to their page, {summary['reuse']} reuse relation(s); {summary['leaves']} leaves count.")
     return redirect("function-tree", app_id=app.pk)
+
+
+def _index_later(app):
+    """Gate 3's node embeddings are computed by a worker now, not by the next generation run."""
+    from flywheel.queries.generation_tasks import index_function_tree
+
+    try:
+        index_function_tree.delay([app.package])
+    except Exception:  # the broker is down: gate 3 embeds the nodes when it first needs them
+        logger.warning("could not queue the embedding of %s's function tree", app.package, exc_info=True)
 
 
 def _node_of(app, value, field):

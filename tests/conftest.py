@@ -179,3 +179,19 @@ def farm_settings(virtual_farm, settings, monkeypatch):
     settings.ADB_SERVERS = [virtual_farm.address]
     monkeypatch.setenv("ADB_SERVERS", virtual_farm.address)
     return virtual_farm
+
+
+@pytest.fixture(scope="session", autouse=True)
+def forget_cached_embeddings():
+    """Gate 3's shared embedding cache lives in Redis under this run's key prefix: drop it after."""
+    yield
+    import redis
+    from django.conf import settings
+
+    try:
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        keys = list(client.scan_iter(f"{settings.REDIS_KEY_PREFIX}emb:*", count=1000))
+        if keys and settings.REDIS_KEY_PREFIX:
+            client.delete(*keys)
+    except redis.RedisError:
+        pass

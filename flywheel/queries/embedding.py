@@ -163,3 +163,63 @@ def embed(texts: list[str], batch_size: int = 64) -> np.ndarray:
 def cosine_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cosines between rows of two embed() results (they are unit vectors)."""
     return a @ b.T
+
+
+# -- a text → vector cache: in this process, and in Redis shared by every worker ------------------
+# A function tree's node texts are embedded when the tree is indexed (after a build or an edit),
+# not again by every generation run that back-tags against it (gate 3).
+CACHE_TTL_S = 30 * 24 * 3600
+_vectors: dict[str, np.ndarray] = {}
+_VECTORS_MAX = 100_000
+
+
+def _cache_key(text: str) -> str:
+    import hashlib
+
+    from django.conf import settings
+
+    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()
+    return f"{settings.REDIS_KEY_PREFIX}emb:all-minilm-l6-v2:{digest}"
+
+
+def _redis():
+    """The shared cache, or None when Redis cannot be reached (the cache is only a speed-up)."""
+    import redis
+    from django.conf import settings
+
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+
+
+def embed_cached(texts: list[str]) -> np.ndarray:
+    """embed(), remembering each text's vector (same model, same text: same vector)."""
+    import redis
+
+    texts = [str(text) for text in texts]
+    missing = [t for t in dict.fromkeys(texts) if t not in _vectors]
+    if missing:
+        client = None
+        try:
+            client = _redis()
+            for text, raw in zip(missing, client.mget([_cache_key(t) for t in missing])):
+                if raw is not None and len(raw) == DIMENSIONS * 4:
+                    _vectors[text] = np.frombuffer(raw, dtype=np.float32)
+        except redis.RedisError:
+            client = None
+        fresh = [t for t in missing if t not in _vectors]
+        if fresh:
+            vectors = embed(fresh)
+            if len(_vectors) + len(fresh) > _VECTORS_MAX:
+                _vectors.clear()
+            for text, vector in zip(fresh, vectors):
+                _vectors[text] = vector
+            if client is not None:
+                try:
+                    with client.pipeline(transaction=False) as pipe:
+                        for text, vector in zip(fresh, vectors):
+                            pipe.set(_cache_key(text), vector.astype(np.float32).tobytes(), ex=CACHE_TTL_S)
+                        pipe.execute()
+                except redis.RedisError:
+                    pass
+    if not texts:
+        return np.zeros((0, DIMENSIONS), dtype=np.float32)
+    return np.stack([_vectors[t] for t in texts])

@@ -19,7 +19,6 @@ continues where an interrupted one stopped.
 from __future__ import annotations
 
 import json
-import re
 import time
 
 from devices.executor import ActionExecutor
@@ -28,24 +27,21 @@ from devices.phone import PhoneUnavailable
 from devices.uitree import all_nodes, parse_hierarchy
 from flywheel.policies.offline import find_target
 from flywheel.queries import exploration_store as store
+from flywheel.queries.exploration_cross import CrossAppSteps
+from flywheel.queries.exploration_rules import (
+    CRASH_WORDS,
+    SOFT_WORDS,
+    STRICT_WORDS,
+    element_actions,
+    element_key,
+    is_sign_in,
+    path_key,
+    switch_state,
+    words_pattern,
+)
 from flywheel.queries.page_identity import fingerprint, layout_distance, match_page, same_page
 from flywheel.queries.page_io import read_page
 
-# Never tapped, whatever the element: money, messages to others, sessions, the phone itself.
-STRICT_WORDS = ("pay", "pay now", "buy now", "purchase", "place order", "order now", "send", "post",
-                "publish", "log out", "logout", "sign out", "uninstall", "confirm payment", "transfer",
-                "支付", "付款", "购买", "立即购买", "提交订单", "下单", "发送", "发布", "退出登录", "注销",
-                "卸载", "确认支付", "转账")
-# Not tapped on buttons nor inside dialogs (where the confirmation is); a list row with such a
-# word usually opens a page or a confirmation, which is recorded and backed out of.
-SOFT_WORDS = ("delete", "remove", "clear", "reset", "erase", "format", "discard", "unsubscribe",
-              "block", "report", "submit", "forget", "unpair", "wipe", "empty",
-              "删除", "移除", "清除", "清空", "重置", "格式化", "恢复出厂", "举报", "拉黑")
-DEFAULT_AVOID_WORDS = STRICT_WORDS + SOFT_WORDS
-SIGN_IN_WORDS = re.compile(r"\b(sign in|log in|login|sign-in)\b|登录", re.IGNORECASE)
-CRASH_WORDS = re.compile(r"has stopped|keeps stopping|isn't responding|is not responding|停止运行|无响应",
-                         re.IGNORECASE)
-NAVIGATE_UP = re.compile(r"^(navigate up|back|返回)$", re.IGNORECASE)
 SETTLE_S = 0.05
 
 
@@ -53,21 +49,7 @@ class ExplorationStopped(Exception):
     """Cancelled, the budget is spent or the lease is lost: the state is kept for a resume."""
 
 
-def _words_pattern(words):
-    ascii_words = [re.escape(w) for w in words if w.isascii()]
-    other = [re.escape(w) for w in words if not w.isascii()]
-    parts = []
-    if ascii_words:
-        parts.append(r"\b(?:" + "|".join(ascii_words) + r")\b")
-    parts.extend(other)
-    return re.compile("|".join(parts), re.IGNORECASE) if parts else re.compile(r"(?!x)x")
-
-
-def element_key(element: dict, action: str) -> str:
-    return action + ":" + json.dumps(element["selector"], sort_keys=True)
-
-
-class AppExplorer:
+class AppExplorer(CrossAppSteps):
     def __init__(self, run_id: int, package: str, phone, device, lease, config: dict, state: dict,
                  should_stop, lease_ttl=None, on_progress=None):
         self.run_id, self.package, self.phone, self.device = run_id, package, phone, device
@@ -78,8 +60,8 @@ class AppExplorer:
             options["lease_ttl"] = lease_ttl
         self.executor = ActionExecutor(phone, **options)
         avoid = tuple(config.get("avoid_words") or ())
-        self.strict = _words_pattern(STRICT_WORDS + avoid)
-        self.soft = _words_pattern(SOFT_WORDS)
+        self.strict = words_pattern(STRICT_WORDS + avoid)
+        self.soft = words_pattern(SOFT_WORDS)
         self.app = store.app_row(package)
         self.thresholds = store.thresholds(self.app)
         self.deadline = config["_deadline"]
@@ -308,26 +290,9 @@ class AppExplorer:
         return here is not None and same_page(here, view_print, self.thresholds)
 
     def actions_for(self, element, reading, per_id, count=False):
-        if not element["enabled"]:
-            return []
-        label = f"{element['text']} {element['selector'].get('content_desc', '')} " \
-                f"{element['resource_id'].rsplit('/', 1)[-1].replace('_', ' ')}"
-        if NAVIGATE_UP.match(element["text"] or element["selector"].get("content_desc", "")):
-            return []
-        is_button = "Button" in element["class"] or element["resource_id"].startswith("android:id/button")
-        if self.strict.search(label) or (self.soft.search(label) and (is_button or reading.is_dialog)):
-            self.state["stats"]["skipped_avoid"] += int(count)
-            return []
-        if element["repeated"] and element["resource_id"]:
-            seen = per_id.get(element["resource_id"], 0)
-            per_id[element["resource_id"]] = seen + 1
-            if seen >= int(self.config.get("max_same_id", 2)):
-                return []
-        if element["editable"]:
-            return ["type"]
-        actions = ["click"] if element["clickable"] or element["checkable"] else []
-        if element["long_clickable"] and not element["editable"] and not self.soft.search(label):
-            actions.append("long_press")
+        actions, skipped = element_actions(element, reading, per_id, self.strict, self.soft,
+                                           self.config.get("max_same_id", 2))
+        self.state["stats"]["skipped_avoid"] += int(count and skipped)
         return actions
 
     def step_for(self, element, action):
@@ -342,9 +307,11 @@ class AppExplorer:
             self.problem("lost", f"could not get back to {page.name} before {key}")
             return
         if not self.act(step):
-            # Its target is not on screen (a list scrolled back to the top): replay the path.
-            if not any(s.get("action") == "swipe" for s in item["path"]) or not self.go_to(
-                    page.pk, item["path"], force=True) or not self.act(step):
+            # Its target is not on screen (a list scrolled back to the top): scroll down to it
+            # again, else replay the path from a fresh launch.
+            swipes = [s for s in item["path"] if s.get("action") == "swipe"]
+            if not swipes or not (self.scroll_to(step, len(swipes)) or (
+                    self.go_to(page.pk, item["path"], force=True) and self.act(step))):
                 return
         observed = self.observe()
         if observed is None:
@@ -364,6 +331,14 @@ class AppExplorer:
         self.back_to(page, item)
         while self.typed:
             self.clear_field(*self.typed.pop())
+
+    def scroll_to(self, step, swipes) -> bool:
+        for _ in range(swipes):
+            if not self.act({"action": "swipe", "direction": "up"}):
+                return False
+            if self.act(step):
+                return True
+        return False
 
     def clear_field(self, page, item, element):
         """Typing is undone: an app may keep a field's text (a remembered search) across launches."""
@@ -391,9 +366,12 @@ class AppExplorer:
                     # page is explored again with the switch in this state; the path sets it
                     # (idempotently), the final reset puts the phone back.
                     state = self.checked_state(element)
-                    if state is not None:
-                        self.push_variant(page.pk, item["path"] + [{**step, "checked": state}],
-                                          item["depth"])
+                    seen = self.state.setdefault("revealed", [])
+                    mark = [page.pk, sorted(revealed)]
+                    if state is not None and mark not in seen and item["depth"] < int(self.config["max_depth"]):
+                        seen.append(mark)  # a row and its switch widget reveal the same: once
+                        self.state["queue"].append({"page": page.pk, "depth": item["depth"],
+                                                    "path": item["path"] + [{**step, "checked": state}]})
                 self.act(step)  # flip it back: the phone is left as found
             elif new and step["action"] in ("type", "click"):
                 self.push_variant(page.pk, item["path"] + [step], item["depth"])
@@ -463,79 +441,9 @@ class AppExplorer:
                     tried.remove(gate["key"])
                 self.state["queue"].append({"page": gate["page"], "path": gate["path"], "depth": gate["depth"]})
 
-    def landed_elsewhere(self, page, item, step, observed):
-        seen, print_, reading = observed
-        if is_share_sheet(reading):
-            sheet = store.system_page(self.run_id, observed, "share_sheet", self.thresholds)
-            store.record_edge(self.run_id, page, sheet, "tap", step, kind="cross")
-            if not self.state.get("shared"):
-                self.state["shared"] = True
-                self.share_targets(page, item, step, sheet, observed)
-            return
-        other = store.app_row(reading.package)
-        if seen.foreground.get("package") == reading.package:
-            target, _ = store.record_page(self.run_id, other, observed, depth=0,
-                                          thresholds=store.thresholds(other))
-            store.record_edge(self.run_id, page, target, "tap", step, kind="cross")
-            self.touched(reading.package)
-        else:
-            self.problem("unexpected_screen", f"{reading.package} over {self.package} after {step}: "
-                                              f"{reading.texts[:3]}")
-
-    def touched(self, package):
-        touched = self.state.setdefault("touched", [])
-        if package not in touched and package != self.package:
-            touched.append(package)
-
-    def share_targets(self, page, item, share_step, sheet, observed):
-        """Where the share sheet leads: each target app once (the sheet is opened again for each)."""
-        targets = [e for e in observed[2].elements if e["clickable"] and e["text"]]
-        for element in targets[: int(self.config.get("max_share_targets", 4))]:
-            here = self.where()
-            if here is None or not same_page(here, sheet, self.thresholds):
-                self.back_to(page, item)
-                if not self.act(share_step):
-                    return
-            step = {"action": "click", "target": element["selector"]}
-            if not self.act(step):
-                continue
-            landed = self.observe()
-            if landed is None:
-                continue
-            package = landed[2].package
-            if package and package not in (sheet.app.package, self.package) and "launcher" not in package:
-                other = store.app_row(package)
-                target, _ = store.record_page(self.run_id, other, landed, depth=0, thresholds=store.thresholds(other))
-                store.record_edge(self.run_id, sheet, target, "share", step, kind="cross")
-                self.touched(package)
-
     def back_to(self, page, item):
         """Back (checked), else a fresh launch and the path (done by go_to on the next action)."""
         self.act({"action": "system_button", "button": "back"})
         self.state["stats"]["backed_out"] += 1
         if not self.is_on(page, item["path"]):
             self.go_to(page.pk, item["path"])
-
-
-def path_key(path) -> str:
-    return json.dumps(path or [], sort_keys=True)
-
-
-def switch_state(node) -> bool:
-    """A switch row's state: its own checked flag or its checkable child's."""
-    if node.checked:
-        return True
-    return any(child.checked for child in node.walk() if child is not node)
-
-
-def is_sign_in(page) -> bool:
-    texts = " ".join([page.title or "", *(page.texts or [])[:6]])
-    has_password = any(e.get("editable") and "password" in (e.get("hint") or "").lower() for e in page.elements or [])
-    return has_password or bool(SIGN_IN_WORDS.search(page.title or "")) or (
-        bool(SIGN_IN_WORDS.search(texts)) and any(e.get("editable") for e in page.elements or []))
-
-
-def is_share_sheet(reading) -> bool:
-    package = reading.package.lower()
-    return "resolver" in package or "chooser" in package or (
-        reading.title.strip().lower() in ("share", "share with", "分享", "分享到"))

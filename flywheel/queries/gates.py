@@ -12,7 +12,6 @@ A rejected draft keeps its gate and reason (rejected_by, rejection_reason, gate_
 from __future__ import annotations
 
 import logging
-import threading
 
 import numpy as np
 from django.conf import settings
@@ -20,7 +19,7 @@ from django.utils import timezone
 
 from flywheel.models import App, Edge, FunctionNode
 from flywheel.queries.drafts import QueryDraft
-from flywheel.queries.embedding import embed
+from flywheel.queries.embedding import embed, embed_cached
 from flywheel.rules.intake_gates import MIN_REALISM, QUOTED, complexity_label, polish, realism
 
 log = logging.getLogger(__name__)
@@ -30,9 +29,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MIN_SIMILARITY = 0.35
 TAG_MARGIN = 0.05      # other nodes this close to the best are anchored too
 MAX_TAGS = 3
-
-_node_cache: dict[int, tuple[tuple, np.ndarray]] = {}
-_node_lock = threading.Lock()
 
 
 def min_similarity() -> float:
@@ -228,23 +224,32 @@ def _nodes_by_app(packages) -> dict[str, list[tuple]]:
     return by_app
 
 
+def _node_vectors(nodes: dict) -> dict:
+    """node id → (views, 384): cached by text (embedding.embed_cached), so a tree indexed once
+    (index_function_nodes, after a build or an edit) is not embedded again by each run."""
+    rows = list(nodes.values())
+    vectors = embed_cached([view for row in rows for view in row[2]])
+    return {row[0]: vectors[3 * i:3 * i + 3] for i, row in enumerate(rows)}
+
+
+def index_function_nodes(packages=None) -> int:
+    """Embed the node texts of these apps' trees (all apps when None) into the shared cache."""
+    packages = packages if packages is not None else list(
+        FunctionNode.objects.values_list("app__package", flat=True).distinct())
+    nodes = {n[0]: n for rows in _nodes_by_app(set(packages)).values() for n in rows}
+    _node_vectors(nodes)
+    return len(nodes)
+
+
 def gate3(drafts: list[QueryDraft]) -> None:
     """Back-tag every draft in one embed() call (query texts plus node texts not yet cached)."""
     if not drafts:
         return
     by_app = _nodes_by_app({p for d in drafts for p in d.apps})
     nodes = {n[0]: n for rows in by_app.values() for n in rows}
-    with _node_lock:
-        missing = [n for n in nodes.values() if _node_cache.get(n[0], ((),))[0] != n[2]]
-    texts = [d.text for d in drafts]
-    unique = list(dict.fromkeys(texts))
-    vectors = embed(unique + [view for n in missing for view in n[2]])
-    query_vectors = dict(zip(unique, vectors[:len(unique)]))
-    with _node_lock:
-        for i, row in enumerate(missing):
-            start = len(unique) + 3 * i
-            _node_cache[row[0]] = (row[2], vectors[start:start + 3])
-        node_vectors = {node_id: _node_cache[node_id][1] for node_id in nodes}
+    unique = list(dict.fromkeys(d.text for d in drafts))
+    query_vectors = dict(zip(unique, embed(unique)))
+    node_vectors = _node_vectors(nodes)
     threshold = min_similarity()
     for draft in drafts:
         query_vector = query_vectors[draft.text]

@@ -156,8 +156,23 @@ def gem_graph(app_packages=None, include_unreachable=False) -> nx.MultiDiGraph:
 
 # -- path queries -----------------------------------------------------------------------------------
 
+# What a step costs when a path is chosen. Recents only lists apps used before, so a path through
+# it holds only with that history: dearer than Home + launch. A clipboard edge says data flows
+# (copy on one page, paste on another app's page); it is no step a phone can replay, so paths
+# never take it.
+STEP_COST = {"recents": 3, "clipboard": None}
+
+
+def _step_cost(u, v, parallel: dict):
+    costs = [STEP_COST.get(attrs.get("via"), 1) for attrs in parallel.values()]
+    costs = [c for c in costs if c is not None]
+    return min(costs) if costs else None
+
+
 def _pick_edge(graph, u, v) -> int:
-    return min(graph[u][v].items(), key=lambda item: (VIA_PREFERENCE.get(item[1].get("via"), 9), item[0]))[0]
+    usable = [item for item in graph[u][v].items() if STEP_COST.get(item[1].get("via"), 1) is not None]
+    return min(usable, key=lambda item: (STEP_COST.get(item[1].get("via"), 1),
+                                         VIA_PREFERENCE.get(item[1].get("via"), 9), item[0]))[0]
 
 
 def edges_along(graph, nodes: list) -> list[int]:
@@ -166,12 +181,13 @@ def edges_along(graph, nodes: list) -> list[int]:
 
 
 def shortest_path(source_page_id, target_page_id, graph=None) -> list[int] | None:
-    """Edge ids of a fewest-steps path over usable edges; [] when source is target; None when none."""
+    """Edge ids of the cheapest path over usable edges (each step 1, recents 3, clipboard never);
+    [] when source is target; None when none."""
     graph = gem_graph() if graph is None else graph
     if source_page_id not in graph or target_page_id not in graph:
         return None
     try:
-        nodes = nx.shortest_path(graph, source_page_id, target_page_id)
+        nodes = nx.shortest_path(graph, source_page_id, target_page_id, weight=_step_cost)
     except nx.NetworkXNoPath:
         return None
     return edges_along(graph, nodes)
@@ -179,7 +195,7 @@ def shortest_path(source_page_id, target_page_id, graph=None) -> list[int] | Non
 
 def reachable(source_page_id, target_page_id, graph=None) -> bool:
     graph = gem_graph() if graph is None else graph
-    return source_page_id in graph and target_page_id in graph and nx.has_path(graph, source_page_id, target_page_id)
+    return shortest_path(source_page_id, target_page_id, graph) is not None
 
 
 def start_page(app_package: str) -> int | None:

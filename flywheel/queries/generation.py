@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from flywheel.models import DevicePrior, Edge, FunctionNode, GemPage
 from flywheel.queries.drafts import QueryDraft
-from flywheel.queries.generation_grammar import compose, compose_cross
+from flywheel.queries.generation_grammar import compose, compose_cross, has_material
 from flywheel.queries.verification_drafts import draft_verification
 from flywheel.queries.vocabulary import CAPABILITIES, CROSS_APP_RELATIONS, PERSONAS, SUBCLASS_TIER, TIER_SUBCLASSES
 
@@ -108,13 +108,20 @@ def _page_title(page: GemPage) -> str:
     return page.title or (page.texts[0] if page.texts else page.name)
 
 
+# Window chrome and control verbs are not content a user would name as "an entry" (§2.2.3 realism).
+CHROME = {"navigate up", "more options", "back", "cancel", "ok", "done", "close", "menu", "search", "share",
+          "copy", "send", "delete", "save", "edit", "next", "skip", "allow", "deny", "more"}
+
+
 def _items(page: GemPage, exclude: set[str]) -> list[str]:
-    hints = {e.get("text") for e in page.elements or [] if e.get("editable")}
+    """Content texts of the page: not input hints, not buttons or icons (those are controls), not chrome."""
+    controls = {e.get("text") for e in page.elements or []
+                if e.get("editable") or re.search(r"Button|ImageView|EditText", str(e.get("class", "")))}
     items = []
     for text in (page.texts or [])[1:]:
         text = str(text).strip()
-        if 2 < len(text) <= 60 and text not in exclude and text not in hints and not NUMBER.fullmatch(text) \
-                and text not in items:
+        if 2 < len(text) <= 60 and text not in exclude and text not in controls and not NUMBER.fullmatch(text) \
+                and text.lower() not in CHROME and text not in items:
             items.append(text)
     return items[:8]
 
@@ -204,7 +211,7 @@ def load_contexts(packages: list[str] | None = None, problems: list | None = Non
         exclude = tapped | {ctx.title, ctx.label, app_label}
         ctx.items = _items(page, exclude)
         ctx.numbers = _numbers([page, *path_pages])
-        ctx.filters = list(dict.fromkeys(_elements_of_class(page, FILTER_CLASS) + [i for i in ctx.items if len(i) <= 25]))
+        ctx.filters = list(dict.fromkeys(_elements_of_class(page, FILTER_CLASS)))
         ctx.toggles = _elements_of_class(page, TOGGLE_CLASS)
         ctx.path_texts = [t for p in path_pages[:-1] for t in _items(p, exclude)][:5]
         siblings = sorted(labels_by_app[leaf.app_id], key=lambda pl: pl[0] != leaf.parent_id)
@@ -283,7 +290,8 @@ def plan_single_app(contexts: list[LeafContext], config: dict) -> list[QueryDraf
                     break
             else:
                 continue
-            capabilities = capability_cycle[(n + k) % len(capability_cycle)]
+            # A capability is only claimed when the page gives the clause real material.
+            capabilities = [c for c in capability_cycle[(n + k) % len(capability_cycle)] if has_material(ctx, c)]
             rng = random.Random(f"{config['seed']}:{ctx.leaf_id}:{k}")
             tier = SUBCLASS_TIER[subclass]
             text = compose(ctx, subclass, persona, capabilities, rng)

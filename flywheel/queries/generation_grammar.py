@@ -139,46 +139,51 @@ SUBCLASS_BUILDERS = {
 
 
 def multi_constraint(ctx, rng):
-    pool = ctx.filters or ctx.items
-    if len(pool) < 2:
-        return f"only the entries that mention {_item(ctx, rng, ctx.label)} and are listed first"
-    chosen = rng.sample(pool, min(len(pool), rng.choice([2, 3])))
-    return "only with " + ", ".join(chosen[:-1]) + " and " + chosen[-1]
+    chosen = rng.sample(ctx.filters, min(len(ctx.filters), rng.choice([2, 3])))
+    return "with " + ", ".join(chosen[:-1]) + " and " + chosen[-1] + " all selected"
 
 
 def numerical(ctx, rng):
-    if len(ctx.numbers) >= 2:
-        a, b = rng.sample(ctx.numbers, 2)
-        return rng.choice([f"work out the difference between {a} and {b}",
-                           f"tell me whether {a} is more than {b}", f"add up {a} and {b}"])
-    if ctx.numbers:
-        return f"tell me if {ctx.numbers[0]} is under {rng.choice([10, 50, 100])}"
-    return f"count how many entries {ctx.title} lists"
+    a, b = rng.sample(ctx.numbers, 2)
+    return rng.choice([f"work out the difference between {a} and {b}",
+                       f"tell me whether {a} is more than {b}", f"add up {a} and {b}"])
 
 
 def conditional(ctx, rng):
     if ctx.toggles:
         toggle = rng.choice(ctx.toggles)
         return f"if {toggle} is on, turn it off, otherwise leave it as it is"
-    item = _item(ctx, rng, ctx.label)
-    return f"if you see {item} there, open it, else tell me it's missing"
+    return f"if you see {rng.choice(ctx.items)} there, open it, else tell me it's missing"
 
 
 def cross_page(ctx, rng):
-    seen = rng.choice(ctx.path_texts) if ctx.path_texts else _item(ctx, rng)
-    return f"remember {seen} from the way there and use it on {ctx.title}"
+    return f"remember {rng.choice(ctx.path_texts)} from the way there and tell me it again on {ctx.title}"
 
 
 def looping(ctx, rng):
-    n = max(2, min(3, len(ctx.items) or 2))
+    n = min(3, len(ctx.items))
     return f"for each of the first {n} entries on {ctx.title}, open it and come back"
 
 
 def synthesis(ctx, rng):
-    if len(ctx.items) >= 2:
-        a, b = rng.sample(ctx.items, 2)
-        return f"then put {a} and {b} together in one short summary for me"
-    return f"then sum up what {ctx.title} shows in one line"
+    a, b = rng.sample(ctx.items, 2)
+    return f"then put {a} and {b} together in one short summary for me"
+
+
+# What each clause needs from the pages; without it the capability is not claimed at all.
+MATERIAL = {
+    "multi_constraint_filtering": lambda ctx: len(ctx.filters) >= 2,
+    "numerical_reasoning": lambda ctx: len(ctx.numbers) >= 2,
+    "conditional_logic": lambda ctx: bool(ctx.toggles or ctx.items),
+    "cross_page_state_tracking": lambda ctx: bool(ctx.path_texts),
+    "looping": lambda ctx: len(ctx.items) >= 2,
+    "information_synthesis": lambda ctx: len(ctx.items) >= 2,
+}
+
+
+def has_material(ctx, capability: str) -> bool:
+    check = MATERIAL.get(capability)
+    return bool(check and check(ctx))
 
 
 CAPABILITY_BUILDERS = {
@@ -310,7 +315,7 @@ def apply_persona(text: str, persona: str, rng, protected: list[str]) -> str:
 def compose(ctx, subclass: str, persona: str, capabilities: list[str], rng) -> str:
     """One query text for a leaf context: subclass template + capability clauses + persona."""
     text = SUBCLASS_BUILDERS[subclass](ctx, rng)
-    clauses = [CAPABILITY_BUILDERS[c](ctx, rng) for c in capabilities if c in CAPABILITY_BUILDERS]
+    clauses = [CAPABILITY_BUILDERS[c](ctx, rng) for c in capabilities if has_material(ctx, c)]
     if clauses:
         text = _body(text) + ", and " + ", and ".join(clauses) + "."
     protected = [obj for _verb, obj in ctx.narration] + [ctx.label, ctx.app_label, ctx.title, *ctx.items,
@@ -352,7 +357,7 @@ RELATION_BUILDERS = {"relay": relay, "contrast": contrast, "parallel": parallel}
 
 def compose_cross(start, end, relation: str, matched: str, persona: str, capabilities: list[str], rng) -> str:
     text = RELATION_BUILDERS[relation](start, end, matched, rng)
-    clauses = [CAPABILITY_BUILDERS[c](start, rng) for c in capabilities if c in CAPABILITY_BUILDERS]
+    clauses = [CAPABILITY_BUILDERS[c](start, rng) for c in capabilities if has_material(start, c)]
     if clauses:
         text = _body(text) + ", and " + ", and ".join(clauses) + "."
     protected = [start.label, start.app_label, start.title, end.title, end.app_label, *start.items]

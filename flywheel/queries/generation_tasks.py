@@ -1,7 +1,7 @@
 """Celery task of query generation (registered under flywheel.tasks.* by flywheel/tasks.py)."""
 from celery import shared_task
 
-__all__ = ["generate_queries"]
+__all__ = ["generate_queries", "index_function_tree"]
 
 
 @shared_task(name="flywheel.tasks.generate_queries")
@@ -11,3 +11,12 @@ def generate_queries(run_id):
     from flywheel.queries.generation_runs import execute_run
 
     return execute_run(run_id)
+
+
+@shared_task(name="flywheel.tasks.index_function_tree")
+def index_function_tree(packages=None):
+    """Embed a tree's node texts into the shared cache (after a build), so gate 3 of the next
+    generation runs embeds only the queries; a node missed here is embedded when first needed."""
+    from flywheel.queries.gates import index_function_nodes
+
+    return {"nodes": index_function_nodes(packages)}

@@ -50,3 +50,17 @@ def test_model_is_loaded_once_across_threads():
         thread.join()
     assert len(set(seen)) == 1
     assert embed([]).shape == (0, DIMENSIONS)
+
+
+def test_cached_vectors_are_the_model_s_and_shared_through_redis(monkeypatch):
+    from flywheel.queries import embedding
+
+    texts = ["Download the English offline pack", "Turn on dark mode"]
+    direct = embedding.embed(texts)
+    embedding._vectors.clear()
+    first = embedding.embed_cached(texts)
+    assert np.allclose(first, direct, atol=1e-6)
+    # Another process: nothing in memory, the vectors come from Redis without running the model.
+    embedding._vectors.clear()
+    monkeypatch.setattr(embedding, "embed", lambda _texts: (_ for _ in ()).throw(AssertionError("recomputed")))
+    assert np.allclose(embedding.embed_cached(list(reversed(texts))), direct[::-1], atol=1e-6)

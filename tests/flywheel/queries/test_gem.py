@@ -209,3 +209,23 @@ def test_the_fast_build_equals_a_graph_built_through_networkx(world):
     assert sorted(built.in_edges(e["shop>cart"].target_id, keys=True)) == sorted(
         reference.in_edges(e["shop>cart"].target_id, keys=True))
     assert not gem.gem_graph().has_edge(e["shop>cart"].source_id, e["shop>cart"].target_id)
+
+
+def test_paths_prefer_home_and_launch_over_recents_and_never_take_the_clipboard():
+    launcher_app, notes, shop = make_app(LAUNCHER, system=True), make_app("com.sim.notes"), make_app("com.sim.shop")
+    launcher = make_page(launcher_app, "launcher", kind="launcher", is_start=True)
+    recents = make_page(launcher_app, "recents", kind="recents")
+    note, shop_home = make_page(notes, "note", is_start=True), make_page(shop, "shop_home", is_start=True)
+    basket = make_page(shop, "basket", depth=1, inputs=["text: search keyword"])
+    # Via recents: note → recents → shop (2 steps, but only with a history); via Home: 2 steps too.
+    make_edge(note, recents, via="recents", action={"action": "system_button", "button": "recents"})
+    make_edge(recents, shop_home, via="recents", action={"action": "click", "target": {"text": "Shop"}})
+    make_edge(note, launcher, via="home")
+    make_edge(launcher, shop_home, via="launch")
+    pasted = make_edge(note, basket, via="clipboard",
+                       action={"action": "long_press", "target": {"resource_id": "x:id/q"}, "note": "paste"})
+    path = gem.shortest_path(note.pk, shop_home.pk)
+    assert [Edge.objects.get(pk=pk).via for pk in path] == ["home", "launch"]
+    # The clipboard edge is data flow, not a step: the only way to the basket is through the shop.
+    assert gem.shortest_path(note.pk, basket.pk) is None and not gem.reachable(note.pk, basket.pk)
+    assert pasted.pk in {key for _u, _v, key in gem.gem_graph().edges(keys=True)}
