@@ -221,8 +221,10 @@ class OfflinePolicy:
         wanted_state = _wanted_toggle_state(goal)
         node = self._best(nodes, remaining, clicked)
         while node is not None and wanted_state is not None and _toggle_state(node) == wanted_state:
-            # "switch on Dark theme" when it is on already: that part of the goal holds; don't undo it
-            covered |= stems(label_of(node))
+            # "switch on Dark theme" when it is on already: that part of the goal holds; don't undo it.
+            # Every word that made this element the best counts as done, so the next pick differs
+            # (with only its label's words a row matched by its summary was picked forever).
+            covered |= stems(label_of(node)) | (stems(node.all_text()) & remaining)
             remaining = goal_words - covered
             node = self._best(nodes, remaining, clicked)
         if node is not None:

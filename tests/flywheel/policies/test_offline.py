@@ -122,3 +122,25 @@ def test_step_by_step_instructions_are_read_as_steps():
     assert [s.action for s in steps] == ["click", "click", "confirm"]
     assert narrated_steps("Open Settings, tap Display & brightness and switch on Dark theme.", {"settings"})[-1].toggle is True
     assert narrated_steps("Find me something nice to eat", {"food"}) == []
+
+
+def test_a_switch_already_as_wanted_matched_by_its_summary_does_not_stall_the_policy():
+    """The goal's words match a row by its summary, not its title, and the switch is already on:
+    that part holds, and the policy moves on instead of picking the same row forever."""
+    row = ('<node class="android.widget.LinearLayout" clickable="true" enabled="true" bounds="[0,{t}][1080,{b}]" '
+           'package="com.x" text="" content-desc="" resource-id="" checked="false">'
+           '<node class="android.widget.TextView" text="{title}" bounds="[40,{t}][800,{m}]" enabled="true" '
+           'clickable="false" package="com.x" content-desc="" resource-id="android:id/title" checked="false"/>'
+           '<node class="android.widget.TextView" text="{summary}" bounds="[40,{m}][800,{b}]" enabled="true" '
+           'clickable="false" package="com.x" content-desc="" resource-id="android:id/summary" checked="false"/>'
+           '<node class="android.widget.Switch" text="" bounds="[900,{t}][1040,{b}]" enabled="true" clickable="false" '
+           'package="com.x" content-desc="" resource-id="android:id/switch_widget" checked="true"/></node>')
+    xml = ('<?xml version="1.0" encoding="UTF-8"?><hierarchy rotation="0">'
+           '<node class="android.widget.FrameLayout" bounds="[0,0][1080,2400]" package="com.x" text="" '
+           'content-desc="" resource-id="" clickable="false" enabled="true" checked="false">'
+           + row.format(t=200, m=300, b=400, title="Wi-Fi", summary="Connected to Home network")
+           + '</node></hierarchy>')
+    state = PolicyState(goal="turn Home network on", history=[], screenshots=[], hierarchy_xml=xml,
+                        foreground={"package": "com.x"}, apps=["com.x"])
+    proposal = OfflinePolicy().propose(state)
+    assert proposal.action["action"] in ("terminate", "swipe", "click", "system_button")
