@@ -33,7 +33,7 @@ from flywheel.policies import PolicyError, default_policy_version, policy_for
 from flywheel.policies.protocol import ASKING_ACTIONS, DEFAULT_K, ENDING_ACTIONS, TAGS
 from flywheel.rules.consistency import GateStep, check_bidirectional_consistency
 from flywheel.rules.pools import sft_intake_allowed
-from flywheel.signals import trajectory_routed
+from flywheel.signals import announce_routed
 
 LEASE_TTL = timedelta(seconds=60)   # the page heartbeats every 10 s; a closed tab frees the phone
 SEMI_AUTO_INTAKE = "semi_auto_verified"
@@ -235,8 +235,7 @@ def route_verified(trajectory) -> list:
             SftEntry.objects.get_or_create(trajectory=trajectory, intake=SEMI_AUTO_INTAKE)
             publish("pools", pool="sft")
         trajectory_id = trajectory.pk
-        transaction.on_commit(lambda: trajectory_routed.send(
-            sender=Trajectory, trajectory_id=trajectory_id, outcome=Outcome.TRUE, reason="verified by a person"))
+        transaction.on_commit(lambda: announce_routed(trajectory_id, Outcome.TRUE, "verified by a person"))
     return []
 
 

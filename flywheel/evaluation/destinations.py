@@ -19,7 +19,7 @@ from flywheel.models import Destination, Line, Outcome, SftEntry, Trajectory
 from flywheel.rules.environment import ENV_ERRORS_BEFORE_QUARANTINE, quarantine_after_env_errors
 from flywheel.rules.htsc import route_outcome
 from flywheel.rules.pools import sft_intake_allowed
-from flywheel.signals import trajectory_routed
+from flywheel.signals import announce_routed
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,7 @@ def route_trajectory(trajectory: Trajectory, outcome: str, reason: str = "",
             run_id, query_id = trajectory.run_id, trajectory.query_id
             transaction.on_commit(lambda: _metabolize_rl_group(run_id, query_id))
         publish("routing", trajectory=trajectory.pk, outcome=outcome, destination=destination)
-        transaction.on_commit(lambda: trajectory_routed.send(
-            sender=Trajectory, trajectory_id=trajectory_id, outcome=outcome, reason=reason))
+        transaction.on_commit(lambda: announce_routed(trajectory_id, outcome, reason))
     return destination
 
 
