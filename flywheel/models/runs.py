@@ -2,6 +2,7 @@
 from django.conf import settings
 from django.db import models
 
+from flywheel.models.exploration import RunStatus
 from flywheel.models.trajectories import Line
 from flywheel.policies.url_safety import validate_endpoint_url
 
@@ -38,12 +39,7 @@ class ModelVersion(models.Model):
 class CollectionRun(models.Model):
     """One launch of a collection line over a set of queries (§2.3)."""
 
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        CANCELLED = "cancelled", "Cancelled"
-        FAILED = "failed", "Failed"
+    Status = RunStatus  # the same lifecycle as exploration and generation runs
 
     line = models.CharField(max_length=16, choices=Line)
     model_version = models.ForeignKey(ModelVersion, null=True, blank=True, on_delete=models.PROTECT)
