@@ -24,4 +24,5 @@ urlpatterns = [
          name="adjudicate-release"),
     path("function-trees/", include("annotation.tree_urls")),
     path("query-review/", include("annotation.review_urls")),
+    path("repairs/", include("annotation.repair_urls")),
 ]

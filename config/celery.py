@@ -28,5 +28,8 @@ app.conf.beat_schedule = {
     "flywheel-redispatch-runs": {"task": "flywheel.tasks.redispatch_runs", "schedule": 30.0},
     "queries-resume-explorations": {"task": "flywheel.tasks.resume_explorations", "schedule": 60.0},
     "queries-recheck-edges": {"task": "flywheel.tasks.recheck_gem_edges", "schedule": 120.0},
+    "repair-sweep": {"task": "flywheel.tasks.repair_sweep", "schedule": 60.0},
+    "repair-derive-recurring": {"task": "flywheel.tasks.repair_derive_recurring", "schedule": 300.0},
+    "evolution-advance-loops": {"task": "flywheel.tasks.advance_loops", "schedule": 30.0},
 }
 app.autodiscover_tasks()

@@ -272,6 +272,20 @@ GEM_LAYOUT_DISTANCE = float(os.environ.get("GEM_LAYOUT_DISTANCE", "0.25"))
 # An exploration run whose heartbeat is older than this is dispatched again by beat.
 EXPLORATION_STALE_AFTER_S = int(os.environ.get("EXPLORATION_STALE_AFTER_S", "120"))
 
+# The repair side (§2.5): the Teacher (an endpoint model version's name; empty: the offline
+# GEM / known-path Teacher), how sure it must be before its correction is trusted without a
+# person, when a failure class counts as recurring, and whether routing starts the ECDM itself.
+TEACHER_MODEL_VERSION = os.environ.get("TEACHER_MODEL_VERSION", "")
+ECDM_TEACHER_MIN_CONFIDENCE = float(os.environ.get("ECDM_TEACHER_MIN_CONFIDENCE", "0.6"))
+ECDM_RECUR_MIN_TRAJECTORIES = int(os.environ.get("ECDM_RECUR_MIN_TRAJECTORIES", "3"))
+ECDM_RECUR_MIN_QUERIES = int(os.environ.get("ECDM_RECUR_MIN_QUERIES", "2"))
+ECDM_AUTOMATIC = env_bool("ECDM_AUTOMATIC", True)
+# A Teacher's or person's step correction is replayed on a phone (prefix, correction, continuation).
+ECDM_REPLAY = env_bool("ECDM_REPLAY", True)
+# The self-evolution loop's trainer (the training issue plugs a dotted path in); empty: the loop
+# stops before training and says so.
+EVOLUTION_TRAINER = os.environ.get("EVOLUTION_TRAINER", "")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

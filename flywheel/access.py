@@ -2,7 +2,9 @@
 by /media/.
 
 Managers and admins see everything. An annotator sees the sessions they own (their trajectories),
-with those trajectories' steps, attributions and repairs. An adjudicator sees the Undetermined
+with those trajectories' steps, attributions and repairs, and the failed trajectories of the human
+repair queue: those waiting for a person, and those they claimed or repaired (with the samples
+they made). An adjudicator sees the Undetermined
 queue and what they have claimed or decided, with those trajectories' steps, votes and verdicts.
 A person with several roles sees the union.
 """
@@ -16,6 +18,10 @@ from flywheel.models import Adjudication, Destination, Outcome, Repair, Step, Tr
 IN_ADJUDICATION_QUEUE = Q(destination=Destination.ADJUDICATION, verdict=Outcome.UNDETERMINED)
 
 
+# The human repair queue: repairs the Teacher could not make, waiting for an annotator.
+IN_REPAIR_QUEUE = Q(status=Repair.Status.NEEDS_HUMAN)
+
+
 def sees_everything(user) -> bool:
     return has_role(user, MANAGER)
 
@@ -26,7 +32,9 @@ def trajectories_visible_to(user, trajectories=None):
         return trajectories
     roles, allowed = user_roles(user), Q(pk__in=[])
     if ANNOTATOR in roles:
-        allowed |= Q(annotator=user)
+        allowed |= Q(annotator=user) | Q(pk__in=Repair.objects.filter(
+            IN_REPAIR_QUEUE | Q(claimed_by=user) | Q(repaired_by=user)).values("trajectory_id"))
+        allowed |= Q(repair_sample_of__repaired_by=user)
     if ADJUDICATOR in roles:
         allowed |= IN_ADJUDICATION_QUEUE | Q(pk__in=Adjudication.objects.filter(adjudicator=user)
                                              .values("trajectory_id"))

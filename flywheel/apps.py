@@ -19,3 +19,8 @@ class FlywheelConfig(AppConfig):
         # GEM edge it broke on temporarily unreachable (§2.2.5, closed loop with the ECDM).
         trajectory_routed.connect(coverage.on_trajectory_routed, dispatch_uid="coverage-on-routed")
         trajectory_routed.connect(gem_feedback.on_trajectory_routed, dispatch_uid="gem-feedback-on-routed")
+
+        from flywheel.repair import ecdm
+
+        # Every False / Env_ERROR verdict starts the ECDM: attribution, dispatch, repair (§2.5).
+        trajectory_routed.connect(ecdm.on_trajectory_routed, dispatch_uid="ecdm-on-routed")

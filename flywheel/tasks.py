@@ -73,6 +73,63 @@ def redispatch_runs(after_s=None):
     return redispatch_stalled_runs(after=None if after_s is None else timedelta(seconds=after_s))
 
 
+# The repair side (§2.5). repair_* tasks go to the "repair" queue (config/celery.py).
+@shared_task(name="flywheel.tasks.repair_trajectory")
+def repair_trajectory(trajectory_id):
+    """Attribute a False / Env_ERROR trajectory and dispatch it to its ECDM path (once)."""
+    from flywheel.repair.ecdm import process_failure
+
+    attribution = process_failure(trajectory_id)
+    return {"trajectory": trajectory_id, "attribution": attribution.pk if attribution else None,
+            "path": attribution.ecdm_path if attribution else None}
+
+
+@shared_task(name="flywheel.tasks.repair_run", soft_time_limit=20 * 60, time_limit=25 * 60)
+def repair_run(repair_id):
+    """Run one repair down its path (Teacher step correction, RQA, pop-up repair)."""
+    from flywheel.repair.ecdm import run_repair
+
+    repair = run_repair(repair_id)
+    return {"repair": repair_id, "status": repair.status if repair else "held elsewhere"}
+
+
+@shared_task(name="flywheel.tasks.repair_replay", soft_time_limit=20 * 60, time_limit=25 * 60)
+def repair_replay(repair_id):
+    """Replay a repaired prefix on a phone, execute the correction, collect the continuation."""
+    from flywheel.repair.step_correction import replay_and_continue
+
+    return replay_and_continue(repair_id)
+
+
+@shared_task(name="flywheel.tasks.repair_sweep")
+def repair_sweep():
+    """Failures nobody attributed and repairs nobody runs (a dead worker): picked up again."""
+    from flywheel.repair.ecdm import sweep
+
+    return sweep()
+
+
+@shared_task(name="flywheel.tasks.repair_derive_recurring")
+def repair_derive_recurring():
+    """Counterfactual derivation for every recurring failure class not derived yet."""
+    from flywheel.repair.counterfactual import derive_recurring
+
+    return derive_recurring()
+
+
+@shared_task(name="flywheel.tasks.advance_loops")
+def advance_loops():
+    """Move every running self-evolution loop one stage on, when what it waits for is done."""
+    from flywheel.models import EvolutionLoop
+    from flywheel.repair.loop import advance_loop
+
+    moved = []
+    for loop_id in EvolutionLoop.objects.filter(status__in=["queued", "running"]).values_list("pk", flat=True):
+        advance_loop(loop_id)
+        moved.append(loop_id)
+    return {"loops": moved}
+
+
 # The query side's tasks live next to their code; importing them here registers them with the
 # worker under flywheel.tasks.* names (autodiscovery reads each app's tasks module only).
 from flywheel.queries.exploration_tasks import *  # noqa: E402, F403

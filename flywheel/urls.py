@@ -33,4 +33,9 @@ urlpatterns = [
     path("exploration/", include("flywheel.queries.exploration_urls")),
     path("gem/", include("flywheel.queries.gem_urls")),
     path("generation/", include("flywheel.queries.generation_urls")),
+    path("trajectories/", include("flywheel.evaluation.trajectory_urls")),
+    path("ecdm/rule-flags/", include("flywheel.repair.rule_flag_urls")),
+    path("loops/", include("flywheel.repair.loop_urls")),
+    path("ecdm/classes/", include("flywheel.repair.counterfactual_urls")),
+    path("calibration/", include("flywheel.evaluation.calibration_urls")),
 ]

@@ -75,7 +75,10 @@ test_database_url.__test__ = False
 
 
 def process_env(**extra):
-    env = dict(os.environ, DATABASE_URL=test_database_url(), PYTHONUNBUFFERED="1")
+    # The ECDM is started by routing only where a test asks for it (ecdm_on): elsewhere a False
+    # verdict would make a worker attribute, repair and replay on phones a test is counting.
+    env = dict(os.environ, DATABASE_URL=test_database_url(), PYTHONUNBUFFERED="1", ECDM_AUTOMATIC="0",
+               ECDM_REPLAY="0")
     env.update(extra)
     return env
 
@@ -90,8 +93,9 @@ def stop(process):
 
 
 @pytest.fixture
-def celery_worker_process(transactional_db, tmp_path):
-    """A real Celery worker process (not eager mode) on every queue, against the test database."""
+def celery_worker_process(transactional_db, tmp_path, request):
+    """A real Celery worker process (not eager mode) on every queue, against the test database.
+    A test module's WORKER_ENV (a dict) adds to its environment (e.g. ECDM_AUTOMATIC="1")."""
     from flywheel.collection.runs import host_queue
 
     log = open(tmp_path / "worker.log", "wb")
@@ -100,7 +104,8 @@ def celery_worker_process(transactional_db, tmp_path):
     process = subprocess.Popen(
         [str(BIN / "celery"), "-A", "config", "worker", "--pool", "solo", "-l", "info", "-Q", queues,
          "-n", f"test{os.getpid()}@%h", "--without-mingle", "--without-gossip"],
-        cwd=ROOT, env=process_env(COLLECTION_LEASE_SECONDS="6"), stdout=log, stderr=subprocess.STDOUT)
+        cwd=ROOT, env=process_env(COLLECTION_LEASE_SECONDS="6", **getattr(request.module, "WORKER_ENV", {})),
+        stdout=log, stderr=subprocess.STDOUT)
     from config.celery import app
 
     deadline = time.monotonic() + 60
@@ -179,6 +184,14 @@ def farm_settings(virtual_farm, settings, monkeypatch):
     settings.ADB_SERVERS = [virtual_farm.address]
     monkeypatch.setenv("ADB_SERVERS", virtual_farm.address)
     return virtual_farm
+
+
+@pytest.fixture(autouse=True)
+def ecdm_off_by_default(settings):
+    """Routing does not start the ECDM, and a correction queues no phone replay, in tests unless a
+    test turns them on (see process_env)."""
+    settings.ECDM_AUTOMATIC = False
+    settings.ECDM_REPLAY = False
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -22,7 +22,7 @@ def session_of(user, shade):
     Step.objects.create(trajectory=trajectory, index=0, screenshot=store_blob(png(shade=shade), "png"),
                         model_io={"response": f"reply for {user}"})
     Attribution.objects.create(trajectory=trajectory, level=3, cause="perception drift")
-    Repair.objects.create(trajectory=trajectory, path="step", status="needs_human")
+    Repair.objects.create(trajectory=trajectory, path="step", status="done", repaired_by=user)
     return trajectory
 
 
@@ -77,6 +77,18 @@ def test_annotators_see_only_their_own_sessions_and_staff_everything(client_as, 
         assert trajectory_ids(client, "/api/steps/") == every
         assert trajectory_ids(client, "/api/adjudications/") == {world.decided_by_me.pk, world.decided_by_other.pk}
         assert client.get(media(world.theirs)).status_code == 200
+
+
+def test_annotators_see_the_failures_waiting_in_the_human_repair_queue(client_as, world):
+    """A repair the Teacher could not make is any annotator's work: its trajectory, steps and
+    screenshots are visible to them while it waits (and to whoever claimed or made it after)."""
+    client = client_as("annotator")
+    Repair.objects.create(trajectory=world.theirs, path="step", status="needs_human")
+    assert ids(client, "/api/trajectories/") == {world.mine.pk, world.theirs.pk}
+    assert client.get(media(world.theirs)).status_code == 200
+    assert client.get(media(world.queued)).status_code == 404
+    Repair.objects.filter(trajectory=world.theirs, status="needs_human").update(status="failed")
+    assert ids(client, "/api/trajectories/") == {world.mine.pk}
 
 
 def test_adjudicators_see_the_queue_and_what_they_decided(client_as, world):

@@ -19,10 +19,12 @@ from devices.reset import ResetError, reset_phone
 from flywheel.collection import recorder
 from flywheel.collection.precheck import flag_if_already_done
 from flywheel.collection.schema import SchemaGuidedPolicy
+from flywheel.collection.takeover import takeover_for
 from flywheel.evaluation.pipeline import evaluate_trajectory
 from flywheel.models import Line, Step, Trajectory
 from flywheel.policies import PolicyError
 from flywheel.rules.repetition import repetition_mask, same_action
+from flywheel.rules.takeover import DEFAULT_AFTER, DEFAULT_STEPS, DEFAULT_THRESHOLD
 
 log = logging.getLogger(__name__)
 # Stop reasons that cut a trajectory short (it is still judged and routed, never dropped).
@@ -39,6 +41,11 @@ class CollectionConfig:
     clarify_wait_s: float = 300        # how long a held clarification waits for a person
     anomaly_rates: dict = field(default_factory=dict)
     seed: int = 0
+    # Teacher takeover (Xiaomi-GUI-0 §3.4, takeover.py): after K low step scores in a row the Teacher
+    # acts for at most M steps. The automatic line only; K = 0 turns it off.
+    teacher_takeover_after: int = DEFAULT_AFTER
+    teacher_takeover_steps: int = DEFAULT_STEPS
+    teacher_takeover_threshold: float = DEFAULT_THRESHOLD
 
     @classmethod
     def from_dict(cls, data: dict | None):
@@ -85,6 +92,7 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
     executor = ActionExecutor(phone, holder=f"collection:trajectory:{trajectory.pk}", device=device,
                               seed=config.seed, lease=lease, lease_ttl=lease_ttl)
     rng = random.Random(f"{config.seed}:{trajectory.pk}")
+    takeover = takeover_for(trajectory, config)  # None off the automatic line
     started, executed, blocked_in_a_row = time.monotonic(), [], 0
     if lease is not None and not leases.heartbeat(lease, ttl=lease_ttl):
         return "lease lost"  # the reset acts on the phone too
@@ -111,10 +119,15 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
             # A model call may outlast the lease (3 tries of 60 s against a 60 s lease), and so may
             # a composite action: a background heartbeat keeps it while they run.
             with leases.kept_alive(lease, ttl=lease_ttl) as keeper:
-                try:
-                    proposal = recorder.propose(step, observation, policy, k=config.screenshots_k)
-                except PolicyError as error:
-                    return f"policy error: {error}"[:200]
+                proposal = takeover.propose(step, observation, config.screenshots_k) if (
+                    takeover is not None and takeover.active) else None
+                if proposal is None:
+                    try:
+                        proposal = recorder.propose(step, observation, policy, k=config.screenshots_k)
+                    except PolicyError as error:
+                        return f"policy error: {error}"[:200]
+                    if takeover is not None:
+                        takeover.score(step, observation, proposal)
                 if keeper.lost:
                     return "lease lost"
                 outcome = recorder.execute(step, proposal.action, executor, hierarchy_xml=observation.hierarchy_xml,
@@ -132,6 +145,8 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
                 continue  # the policy gets another look at the same screen
             blocked_in_a_row = 0
             executed.append(outcome.result.action)
+            if takeover is not None:
+                takeover.executed(observation, outcome.result.action)
             if outcome.ends:
                 return outcome.stop_detail
             if outcome.asks:

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from devices.anomaly_injection import KINDS as ANOMALY_KINDS
 from flywheel.collection.runs import LINES
 from flywheel.models import Source, Tier
+from flywheel.rules.takeover import DEFAULT_AFTER, DEFAULT_STEPS, DEFAULT_THRESHOLD
 
 # name: (type, default, lowest, highest)
 CONFIG_FIELDS = {
@@ -17,6 +18,11 @@ CONFIG_FIELDS = {
     "repeats": (int, 1, 1, 100),
     "max_steps": (int, 25, 1, 500),
     "timeout_s": (float, 300.0, 10.0, 86400.0),
+    # Teacher takeover (Xiaomi-GUI-0 §3.4), the automatic line only: after K low step scores in a
+    # row (K = 0: never) the Teacher acts for at most M steps; a score below the threshold is low.
+    "teacher_takeover_after": (int, DEFAULT_AFTER, 0, 50),
+    "teacher_takeover_steps": (int, DEFAULT_STEPS, 1, 50),
+    "teacher_takeover_threshold": (float, DEFAULT_THRESHOLD, 0.0, 1.0),
 }
 FILTER_LISTS = ("apps", "tiers", "tags", "keys")
 MAX_QUERY_LIMIT = 1_000_000

@@ -4,6 +4,9 @@ Set JUDGE_MODEL_VERSION to the name of a registered endpoint model version. Syst
 to decompose a query without milestones into ordered subgoals; System C asks it whether the
 action–observation history is a coherent, complete path. Any failure of the judge falls back to
 the rules (and says so), so evaluation never stops for an endpoint.
+
+The path prompt carries the examples of the latest calibration round (§2.4.2): a few trajectories
+the systems disagreed on, with the adjudicators' decisions, so the judge learns from its blind spots.
 """
 import json
 import re
@@ -76,6 +79,22 @@ def handoff_note(view) -> str:
     return ""
 
 
+def calibration_examples() -> str:
+    """The active calibration round's adjudicated cases as prompt text ('' when there is none)."""
+    from flywheel.evaluation.calibration import judge_examples
+
+    examples = judge_examples()
+    if not examples:
+        return ""
+    lines = ["Cases people decided where automatic judges went wrong or disagreed; judge similar "
+             "trajectories the way people did:"]
+    for n, example in enumerate(examples, 1):
+        note = f" (their note: {example['note']})" if example.get("note") else ""
+        lines.append(f"Example {n}. Task: {example.get('goal', '')}\n{example.get('history', '')}\n"
+                     f"People's verdict: {example.get('outcome', '')}{note}")
+    return "\n".join(lines) + "\n\n"
+
+
 def path_vote(version, view) -> SystemVote:
     final = " | ".join(page_text(parse_hierarchy(view.final_hierarchy)).split("\n")[:40])
     answer = ask_json(version,
@@ -86,7 +105,7 @@ def path_vote(version, view) -> SystemVote:
                       "user, such as confirming a payment. Vote env_error when a pop-up, "
                       "network failure, missing permission or crash blocked it. Answer JSON: "
                       '{"vote": "true"|"false"|"env_error", "rationale": one sentence}',
-                      f"Task: {view.goal}\n{handoff_note(view)}\n{history_text(view)}\n\nFinal screen: {final}")
+                      f"{calibration_examples()}Task: {view.goal}\n{handoff_note(view)}\n{history_text(view)}\n\nFinal screen: {final}")
     vote = str(answer.get("vote", "")).lower()
     if vote not in VOTES:
         raise JudgeUnavailable(f"the judge voted {vote!r}")

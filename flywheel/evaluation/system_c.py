@@ -8,6 +8,9 @@ longer than the known shortest path → False; otherwise True.
 A handover is an ending too (Table 3): `call_user`/`clarify` where the task's spec expects it
 (`verification.handoff`) counts as completion; one the spec does not mention cannot be judged by
 rules (abstain); declaring success where the user was to take over is False.
+
+The loop length and the detour factor are thresholds that adjudicators' decisions calibrate
+(§2.4.2, flywheel/evaluation/calibration.py); the constants below hold until a round exists.
 """
 from flywheel.evaluation import SystemVote
 from flywheel.evaluation.screens import find, screen_text
@@ -54,7 +57,15 @@ def goal_on_screen(view: TrajectoryView) -> bool | None:
                      milestones[-1]))
 
 
-def system_c_vote(view: TrajectoryView, judge=None) -> SystemVote:
+def calibrated_thresholds() -> dict:
+    """System C's thresholds: the latest calibration round's, else the defaults."""
+    from flywheel.evaluation.calibration import active_thresholds
+
+    return active_thresholds("C")
+
+
+def system_c_vote(view: TrajectoryView, judge=None, thresholds: dict | None = None) -> SystemVote:
+    """`thresholds`: {"loop_length", "detour_factor"}; None reads the active calibration."""
     if not view.steps:
         return SystemVote("C", "false", "the trajectory has no steps")
     fallback = ""
@@ -65,12 +76,15 @@ def system_c_vote(view: TrajectoryView, judge=None) -> SystemVote:
             return path_vote(judge, view)
         except JudgeUnavailable as error:
             fallback = f" (rules; the LLM judge failed: {error})"
-    vote = rules_vote(view)
+    vote = rules_vote(view, thresholds)
     vote.rationale += fallback
     return vote
 
 
-def rules_vote(view: TrajectoryView) -> SystemVote:
+def rules_vote(view: TrajectoryView, thresholds: dict | None = None) -> SystemVote:
+    thresholds = thresholds if thresholds is not None else calibrated_thresholds()
+    loop_length = int(thresholds.get("loop_length", LOOP_LENGTH))
+    detour_factor = float(thresholds.get("detour_factor", DETOUR_FACTOR))
     cause = interference_seen(view)
     if cause:
         return SystemVote("C", "env_error", f"blocked by {cause}", details={"environment": cause})
@@ -85,12 +99,12 @@ def rules_vote(view: TrajectoryView) -> SystemVote:
         return SystemVote("C", "false", f"declared success where the task hands over to the user "
                                         f"({view.expected_handoff})")
     loop = trailing_loop(view)
-    if loop >= LOOP_LENGTH:
+    if loop >= loop_length:
         return SystemVote("C", "false", f"stuck in a loop: the same action {loop} times on an "
                                         "unchanged screen", details={"loop": loop})
     shortest = len((view.known_path or {}).get("steps") or [])
     taken = sum(1 for s in view.steps if s.action)
-    if shortest and taken > DETOUR_FACTOR * shortest + 2:
+    if shortest and taken > detour_factor * shortest + 2:
         return SystemVote("C", "false", f"meaningless detour: {taken} steps for a path of {shortest}",
                           details={"taken": taken, "shortest": shortest})
     if ending == "handoff":

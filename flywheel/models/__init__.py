@@ -4,6 +4,7 @@ from flywheel.models.exploration import ExplorationRun, GenerationRun, RunStatus
 from flywheel.models.judging import Adjudication, Attribution, Repair, Verdict, Vote, VoteValue
 from flywheel.models.pools import CptEntry, RlQueryEntry, RlRollout, SftEntry
 from flywheel.models.queries import Query, QueryApp, QueryFunction, Risk, Source, Tier
+from flywheel.models.repair import CalibrationRound, EvolutionLoop, FailureClass, LoopRound, RuleFlag
 from flywheel.models.runs import CollectionRun, ModelVersion
 from flywheel.models.trajectories import Destination, Line, Outcome, Step, Trajectory
 
@@ -11,6 +12,7 @@ __all__ = [
     "App", "DevicePrior", "Edge", "ExplorationRun", "GenerationRun", "RunStatus", "FunctionNode", "GemPage", "Query", "QueryApp", "QueryFunction", "CollectionRun", "ModelVersion",
     "Step", "Trajectory", "Adjudication", "Attribution", "Repair", "Verdict", "Vote",
     "CptEntry", "RlQueryEntry", "RlRollout", "SftEntry",
+    "CalibrationRound", "EvolutionLoop", "FailureClass", "LoopRound", "RuleFlag",
     # the choices that several tables share
     "Destination", "Line", "Outcome", "Risk", "Source", "Tier", "VoteValue",
 ]

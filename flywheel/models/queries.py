@@ -56,6 +56,12 @@ class Query(models.Model):
                                        on_delete=models.SET_NULL, related_name="queries")
     gem_path = models.JSONField(default=list, blank=True,
                                 help_text="GEM edge ids of the known path, in order (Env_ERROR feedback)")
+    failure_class = models.ForeignKey(
+        "flywheel.FailureClass", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="derived_queries", help_text="the recurring failure class this adversarial query targets")
+    derived_from = models.ForeignKey(
+        "flywheel.Trajectory", null=True, blank=True, on_delete=models.SET_NULL, related_name="rqa_queries",
+        help_text="RQA: the trajectory whose golden prefix this query was rewritten to match")
     reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                     on_delete=models.SET_NULL, related_name="reviewed_queries")
     reviewed_at = models.DateTimeField(null=True, blank=True)

@@ -10,6 +10,9 @@ class Line(models.TextChoices):
     EXTERNAL = "external", "External replay"
     RL = "rl", "RL rollout"
     BENCHMARK = "benchmark", "Benchmark"
+    # A sample the ECDM made from a failed trajectory (prefix + correction, or RQA's short chain):
+    # its own line, so no line's success rate or RL group ever counts it as a rollout.
+    ECDM = "ecdm", "ECDM repaired sample"
 
 
 class Outcome(models.TextChoices):
@@ -56,6 +59,9 @@ class Trajectory(models.Model):
     recollection_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="recollections",
         help_text="the Env_ERROR trajectory whose query this one collects again (§2.4.2)")
+    derived_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="derived_samples",
+        help_text="the failed trajectory this ECDM sample was repaired from (§2.5.2)")
     judging_since = models.DateTimeField(
         null=True, blank=True, help_text="claimed for judging (one judge per trajectory, once)")
     flag = models.CharField(max_length=300, blank=True,
@@ -89,6 +95,10 @@ class Step(models.Model):
     anomaly = models.JSONField(null=True, blank=True, help_text="anomaly injected before this step")
     audit = models.JSONField(null=True, blank=True, help_text="safety audit decision")
     label_masked = models.BooleanField(default=False, help_text="repetition-to-reflection mask")
+    score = models.FloatField(null=True, blank=True,
+                              help_text="step score that Teacher takeover watches (Xiaomi-GUI-0 §3.4)")
+    takeover = models.BooleanField(default=False,
+                                   help_text="the Teacher acted at this step: a recovery demonstration")
     timings = models.JSONField(default=dict, blank=True)
     executing_since = models.DateTimeField(
         null=True, blank=True, help_text="claimed for execution (one request runs a step's action, once)")

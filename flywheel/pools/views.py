@@ -5,8 +5,9 @@ from django.db.models.functions import TruncDate
 from django.shortcuts import get_object_or_404, render
 
 from accounts.roles import MANAGER, role_required
-from flywheel.models import CollectionRun, CptEntry, RlQueryEntry, RlRollout, SftEntry, Trajectory
+from flywheel.models import CollectionRun, CptEntry, Line, RlQueryEntry, RlRollout, SftEntry, Trajectory
 from flywheel.models.trajectories import Destination
+from flywheel.pools.ledger import FAILED, STAGE_LABELS, failure_ledger, with_failure_path
 
 DESTINATION_LABELS = [(value or "pending", label) for value, label in Destination.choices]
 
@@ -18,24 +19,40 @@ def _destination_counts(trajectories):
 
 @role_required(MANAGER)
 def ledger(request):
-    runs = CollectionRun.objects.annotate(n=Count("trajectories")).order_by("-created_at")[:100]
-    rows = [(run, _destination_counts(run.trajectories.all())) for run in runs]
+    """Where every trajectory went, per run, and every failure's path through attribution and the
+    ECDM (stages that add up to the failures, salvage yield)."""
+    runs = list(CollectionRun.objects.annotate(n=Count("trajectories")).order_by("-created_at")[:100])
+    by_run = failure_ledger(Trajectory.objects.filter(run__in=[run.pk for run in runs]), group_by="run_id")
+    empty = failure_ledger(Trajectory.objects.none())
+    rows = [(run, _destination_counts(run.trajectories.all()), by_run.get(run.pk, empty)) for run in runs]
     unattached = Trajectory.objects.filter(run__isnull=True)
     return render(request, "flywheel/ledger.html", {
         "rows": rows, "labels": [label for _, label in DESTINATION_LABELS],
-        "unattached": _destination_counts(unattached), "unattached_total": unattached.count()})
+        "unattached": _destination_counts(unattached), "unattached_total": unattached.count(),
+        "unattached_failures": failure_ledger(unattached), "overall": failure_ledger(Trajectory.objects.all())})
 
 
 @role_required(MANAGER)
 def ledger_run(request, run_id=None):
+    """One run's trajectories (or those outside runs), each linked to its page with its failure's
+    path; filter by destination or by ECDM stage (?stage=needs_human...)."""
     run = get_object_or_404(CollectionRun, pk=run_id) if run_id else None
     trajectories = (Trajectory.objects.filter(run=run) if run else Trajectory.objects.filter(run__isnull=True))
-    destination = request.GET.get("destination")
+    failures = failure_ledger(trajectories)
+    listed = with_failure_path(trajectories)
+    destination, stage = request.GET.get("destination"), request.GET.get("stage")
     if destination is not None:
-        trajectories = trajectories.filter(destination=destination)
-    page = Paginator(trajectories.select_related("query", "device").order_by("pk"), 100).get_page(
+        listed = listed.filter(destination=destination)
+    if stage in STAGE_LABELS:
+        listed = listed.filter(verdict__in=FAILED).exclude(line=Line.ECDM).filter(ecdm_stage=stage)
+    page = Paginator(listed.select_related("query", "device").order_by("pk"), 100).get_page(
         request.GET.get("page"))
-    return render(request, "flywheel/ledger_run.html", {"run": run, "page": page})
+    for trajectory in page.object_list:
+        failed = trajectory.verdict in FAILED and trajectory.line != Line.ECDM
+        trajectory.stage_label = STAGE_LABELS.get(trajectory.ecdm_stage, "") if failed else ""
+    return render(request, "flywheel/ledger_run.html", {
+        "run": run, "page": page, "failures": failures, "stage": stage if stage in STAGE_LABELS else "",
+        "stage_label": STAGE_LABELS.get(stage, ""), "destination": destination})
 
 
 @role_required(MANAGER)

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 from django.utils import timezone
 
-from flywheel.models import DevicePrior, Edge, FunctionNode, GemPage
+from flywheel.models import DevicePrior, Edge, FailureClass, FunctionNode, GemPage
 from flywheel.queries.drafts import QueryDraft
 from flywheel.queries.generation_grammar import compose, compose_cross, has_material
 from flywheel.queries.verification_drafts import draft_verification
@@ -274,12 +274,22 @@ def _labels(tier, persona, steps, **extra) -> dict:
             **extra}
 
 
+def capability_cycle(config: dict) -> list[list[str]]:
+    """The capability choices drafts cycle through: none, each configured dimension once, and once
+    more each dimension an open failure class points to (§2.5.2: counterfactual derivation feeds
+    query generation, so the model's weak dimensions are asked for more often)."""
+    cycle = [[]] + [[c] for c in config["capabilities"]]
+    weak = set(FailureClass.objects.filter(status__in=["recurring", "derived"]).exclude(capability="")
+               .values_list("capability", flat=True))
+    return cycle + [[c] for c in config["capabilities"] if c in weak]
+
+
 def plan_single_app(contexts: list[LeafContext], config: dict) -> list[QueryDraft]:
     """per_leaf drafts per leaf, cycling through subclass × persona (shuffled once by the seed)
     and, independently, through the capability choices (none, or one dimension)."""
     combos = [(s, p) for s in _subclasses(config) for p in config["personas"]]
     random.Random(config["seed"]).shuffle(combos)
-    capability_cycle = [[]] + [[c] for c in config["capabilities"]]
+    choices = capability_cycle(config)
     drafts, n = [], 0
     for ctx in contexts:
         for k in range(config["per_leaf"]):
@@ -291,7 +301,7 @@ def plan_single_app(contexts: list[LeafContext], config: dict) -> list[QueryDraf
             else:
                 continue
             # A capability is only claimed when the page gives the clause real material.
-            capabilities = [c for c in capability_cycle[(n + k) % len(capability_cycle)] if has_material(ctx, c)]
+            capabilities = [c for c in choices[(n + k) % len(choices)] if has_material(ctx, c)]
             rng = random.Random(f"{config['seed']}:{ctx.leaf_id}:{k}")
             tier = SUBCLASS_TIER[subclass]
             text = compose(ctx, subclass, persona, capabilities, rng)

@@ -83,3 +83,8 @@ def record_problems(record) -> list[tuple[str, str]]:
 def terminal_check_problems(check) -> list[tuple[str, str]]:
     """Every (field, message) by which one terminal check fails the schema (fields relative to it)."""
     return _problems(_validator("terminal_check"), check)
+
+
+def verification_problems(spec) -> list[tuple[str, str]]:
+    """Every (field, message) by which a verification spec fails the schema (fields relative to it)."""
+    return _problems(_validator("verification"), spec)

@@ -1,0 +1,234 @@
+"""Cascaded failure attribution over the database (§2.5.1), and what each conclusion sets off.
+
+    attribute(trajectory, skip_verifier=False) -> Attribution
+        reads the stored steps (screens through flywheel.blobs, anomaly records, actions and
+        reasoning), the stop reason, the latest vote of each system, a person's decision and the
+        query's spec; runs Level 1 → 2 → 3 (flywheel.rules.attribution); persists ONE Attribution
+        with the evidence of every level examined and features["facts"] for ECDM dispatch; then:
+          Level 1 on a False trajectory → re-routed as Env_ERROR (self-healing and re-collection);
+          Level 2 task-spec defect       → the query goes back to review with the reason;
+          Level 2 verifier defect        → a RuleFlag on the failing rule (fixed, then re-judged).
+    resolve_rule_flag(flag, user, fixed) -> RuleFlag
+        fixed: the trajectory re-enters evaluation; not fixed: attributed again without the
+        verifier check and dispatched to the ECDM.
+
+A trajectory with no steps, no screenshots or unreadable dumps is still attributed: the evidence
+says what was missing, and nothing raises.
+"""
+import hashlib
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from devices.uitree import page_text, parse_hierarchy
+from flywheel.blobs import read_blob
+from flywheel.evaluation.destinations import route_trajectory
+from flywheel.evaluation.screens import find
+from flywheel.models import Attribution, Edge, GemPage, Outcome, Query, RuleFlag, Trajectory
+from flywheel.queries.page_identity import fingerprint, layout_of, match_page, thresholds_for
+from flywheel.rules.attribution import VERIFIER_DEFECT, Conclusion, cascaded_attribution
+from flywheel.rules.attribution_trace import StepFacts, TaskSpec, Trace, VoteFacts
+
+log = logging.getLogger(__name__)
+
+
+# -- reading a trajectory ----------------------------------------------------------------------------
+
+def _blob_text(field) -> str | None:
+    """The stored dump's text; '' when none was stored, None when it cannot be read."""
+    if not field:
+        return ""
+    try:
+        return read_blob(field.name).decode("utf-8", "replace")
+    except (OSError, ValueError):
+        log.warning("attribution: blob %s is missing", field.name)
+        return None
+
+
+def page_key(xml: str) -> str:
+    """A page fingerprint for loop detection: the layout's structure and the screen's texts (the
+    same layout with another product's title is another place to be)."""
+    if not xml:
+        return ""
+    signature, _shape, _count = layout_of(xml)
+    if not signature:
+        return ""
+    texts = page_text(parse_hierarchy(xml))
+    return f"{signature[:16]}:{hashlib.sha1(texts.encode('utf-8')).hexdigest()[:12]}"
+
+
+def milestones_on(xml: str, milestones: list) -> tuple:
+    held = []
+    for number, milestone in enumerate(milestones):
+        try:
+            if xml and isinstance(milestone, dict) and find(xml, milestone):
+                held.append(number)
+        except Exception:  # a malformed selector holds nowhere
+            continue
+    return tuple(held)
+
+
+def gem_distances(query: Query, screens: dict) -> dict:
+    """step index -> GEM edges from the step's page to the query's target page (the target of its
+    GEM path's last edge); empty without a GEM path or when the GEM cannot answer."""
+    path = [e for e in query.gem_path or [] if isinstance(e, int)]
+    if not path:
+        return {}
+    try:
+        from flywheel.queries import gem
+
+        target = Edge.objects.filter(pk=path[-1]).values_list("target_id", flat=True).first()
+        pages = list(GemPage.objects.filter(app__package__in=query.app_packages).select_related("app"))
+        if target is None or not pages:
+            return {}
+        graph, thresholds, distances = gem.gem_graph(), thresholds_for(pages[0].app), {}
+        for index, (xml, screenshot) in screens.items():
+            if not xml:
+                continue
+            page = match_page(fingerprint(b"", xml), pages, thresholds)
+            if page is None and screenshot:
+                try:
+                    page = match_page(fingerprint(read_blob(screenshot), xml), pages, thresholds)
+                except OSError:
+                    page = None
+            route = gem.shortest_path(page.pk, target, graph) if page is not None else None
+            distances[index] = len(route) if route is not None else None
+        return distances
+    except Exception:  # the GEM is a hint: attribution goes on without it
+        log.exception("attribution: GEM distances of query %s not computed", query.pk)
+        return {}
+
+
+def latest_votes(trajectory: Trajectory) -> list[VoteFacts]:
+    latest = {}
+    for vote in trajectory.votes.order_by("-created_at", "-pk"):
+        latest.setdefault(vote.system, vote)
+    return [VoteFacts(v.system, v.vote, v.rationale or "", v.details if isinstance(v.details, dict) else {})
+            for _system, v in sorted(latest.items())]
+
+
+def trace_of(trajectory: Trajectory) -> tuple[Trace, list[str]]:
+    """The rules' view of a stored trajectory, and what could not be read."""
+    query = trajectory.query
+    verification = query.verification if isinstance(query.verification, dict) else {}
+    milestones = list(verification.get("milestones") or [])
+    stored = list(trajectory.steps.order_by("index"))
+    dumps, screens, missing = {}, {}, []
+    for step in stored:
+        text = _blob_text(step.hierarchy)
+        if text is None:
+            missing.append(f"step {step.index}: dump unreadable")
+        elif not text:
+            missing.append(f"step {step.index}: no dump")
+        elif not parse_hierarchy(text):
+            missing.append(f"step {step.index}: dump does not parse")
+            text = ""
+        if not step.screenshot:
+            missing.append(f"step {step.index}: no screenshot")
+        dumps[step.index] = text or ""
+        screens[step.index] = (text or "", step.screenshot.name if step.screenshot else "")
+    distances = gem_distances(query, screens)
+    steps = tuple(StepFacts(
+        index=s.index, hierarchy=dumps[s.index],
+        action=s.executed_action if isinstance(s.executed_action, dict) else None,
+        cot=s.cot if isinstance(s.cot, dict) else {}, package=s.foreground_package or "",
+        anomaly=s.anomaly if isinstance(s.anomaly, dict) else None, page=page_key(dumps[s.index]),
+        milestones=milestones_on(dumps[s.index], milestones), gem_distance=distances.get(s.index),
+        screenshot=bool(s.screenshot), answer=str((s.edit or {}).get("clarify_answer") or "")
+        if isinstance(s.edit, dict) else "") for s in stored)
+    votes = latest_votes(trajectory)
+    verdict = trajectory.verdicts.order_by("-created_at", "-pk").first()
+    safety = ""
+    if verdict is not None and verdict.safety_vetoed:
+        safety = next((v.safety_violation for v in trajectory.votes.order_by("-created_at", "-pk")
+                       if v.safety_violation), "") or verdict.rationale.removeprefix("safety veto: ")
+    decided = (trajectory.adjudications.exclude(decision="").order_by("-decided_at", "-pk")
+               .values_list("decision", flat=True).first()) or ""
+    spec = TaskSpec(text=query.text or "", tier=query.tier or "", verification=verification,
+                    known_path=query.known_path if isinstance(query.known_path, dict) else None,
+                    capabilities=tuple(c for c in query.capabilities or () if isinstance(c, str)))
+    trace = Trace(steps=steps, spec=spec, stop_reason=trajectory.stop_reason or "", votes=tuple(votes),
+                  verdict=trajectory.verdict, adjudication=decided, safety=safety)
+    if not stored:
+        missing.append("no steps")
+    return trace, missing
+
+
+# -- attributing -------------------------------------------------------------------------------------
+
+def attribute(trajectory: Trajectory, skip_verifier: bool = False) -> Attribution:
+    """Run the cascade and persist its one Attribution; the conclusion's effects happen in the
+    same transaction (what touches the world runs after commit)."""
+    trace, missing = trace_of(trajectory)
+    conclusion = cascaded_attribution(trace, skip_verifier=skip_verifier)
+    finding = conclusion.finding
+    evidence = [dict(entry) for entry in conclusion.evidence]
+    if missing:
+        shown = "; ".join(missing[:8]) + (f"; and {len(missing) - 8} more" if len(missing) > 8 else "")
+        evidence[0]["missing"] = missing
+        evidence[0]["detail"] = f"{evidence[0]['detail']} (missing: {shown})"
+    features = {**finding.features, "facts": conclusion.facts()}
+    if missing:
+        features["missing"] = missing
+    with transaction.atomic():
+        attribution = Attribution.objects.create(
+            trajectory=trajectory, level=finding.level, cause=finding.cause[:60],
+            first_bad_step=finding.first_bad_step, features=features, evidence=evidence,
+            capability=conclusion.capability[:40], owner=conclusion.owner)
+        apply_conclusion(trajectory, conclusion)
+    return attribution
+
+
+def apply_conclusion(trajectory: Trajectory, conclusion: Conclusion) -> None:
+    """Every level's conclusion has an owner (§2.5.1): environment maintenance, query review,
+    evaluation revision; Level 3 goes on to the ECDM (the caller dispatches it)."""
+    finding = conclusion.finding
+    if finding.level == 1:
+        if trajectory.verdict == Outcome.FALSE:
+            route_trajectory(trajectory, Outcome.ENV_ERROR,
+                             reason=f"attribution Level 1 ({finding.cause}): {finding.detail}"[:2000])
+        return
+    if finding.level != 2:
+        return
+    if finding.cause == VERIFIER_DEFECT:
+        system = str(finding.features.get("system") or "")[:1]
+        flag = RuleFlag.objects.filter(trajectory=trajectory, system=system, status=RuleFlag.Status.OPEN).first()
+        if flag is None:
+            RuleFlag.objects.create(query_id=trajectory.query_id, trajectory=trajectory, system=system,
+                                    rule=finding.features.get("rule") or {}, reason=finding.detail)
+        return
+    Query.objects.filter(pk=trajectory.query_id).exclude(status=Query.Status.REJECTED).update(
+        status=Query.Status.REVIEW, status_reason=f"attribution: {finding.detail}")
+
+
+def resolve_rule_flag(flag: RuleFlag, user, fixed: bool) -> RuleFlag:
+    """A person's answer to a verifier-defect flag. Fixed: the flag is closed and the trajectory
+    re-enters evaluation (judged again after commit). Not fixed (the rule was right): dismissed,
+    and the trajectory is attributed again without the verifier check and handed to the ECDM.
+    A flag already resolved is returned as it is."""
+    from flywheel.repair.ecdm import dispatch_attribution
+
+    with transaction.atomic():
+        flag = RuleFlag.objects.select_for_update().get(pk=flag.pk)
+        if flag.status != RuleFlag.Status.OPEN:
+            return flag
+        trajectory = Trajectory.objects.select_for_update().select_related("query").get(pk=flag.trajectory_id)
+        flag.status = RuleFlag.Status.FIXED if fixed else RuleFlag.Status.DISMISSED
+        flag.resolved_by, flag.resolved_at = user, timezone.now()
+        flag.save(update_fields=["status", "resolved_by", "resolved_at"])
+        if fixed:
+            Trajectory.objects.filter(pk=trajectory.pk).update(verdict=Outcome.PENDING, destination="",
+                                                               judging_since=None)
+            trajectory_id = trajectory.pk
+            transaction.on_commit(lambda: _evaluate_later(trajectory_id))
+        else:
+            attribution = attribute(trajectory, skip_verifier=True)
+            dispatch_attribution(attribution)
+    return flag
+
+
+def _evaluate_later(trajectory_id: int):
+    from flywheel import tasks
+
+    tasks.evaluate_trajectory.delay(trajectory_id)

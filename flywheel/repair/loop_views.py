@@ -1,0 +1,93 @@
+"""Self-evolution loop pages (managers): start a loop, watch its rounds and salvage yield, cancel."""
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from accounts.roles import MANAGER, role_required
+from devices.models import Device
+from flywheel.collection.runs import select_queries
+from flywheel.models import EvolutionLoop, ModelVersion
+from flywheel.repair.loop import (
+    EMPTY_POOL,
+    LIVE,
+    LOOP_FIELDS,
+    cancel_loop,
+    load_trainer,
+    pool_sizes,
+    round_stats,
+    start_loop,
+)
+from flywheel.rules.salvage import SUPERVISION_PATHS
+
+PATH_LABELS = {"step": "Teacher step correction", "human": "Human repair", "rqa": "RQA", "env": "Env pop-up repair"}
+
+
+def _chosen_version(value: str) -> ModelVersion | None:
+    if not value:
+        return None
+    version = ModelVersion.objects.filter(pk=value).first() if value.isascii() and value.isdigit() else None
+    if version is None:
+        raise ValidationError(f"no model version {value!r}")
+    return version
+
+
+@role_required(MANAGER)
+def loop_list(request):
+    if request.method == "POST":
+        try:
+            version = _chosen_version(request.POST.get("model_version", "").strip())
+            config = {name: request.POST.get(name, "").strip() for name in LOOP_FIELDS}
+            loop = start_loop(request.user, version, config, name=request.POST.get("name", "").strip())
+        except ValidationError as error:
+            messages.error(request, "Not started: " + "; ".join(error.messages))
+            return redirect("loop-list")
+        messages.success(request, f"{loop} started: {loop.state}")
+        return redirect("loop-detail", loop_id=loop.pk)
+    trainer, why = load_trainer()
+    return render(request, "flywheel/loops.html", {
+        "loops": EvolutionLoop.objects.select_related("model_version", "created_by")[:50],
+        "versions": ModelVersion.objects.order_by("name"), "defaults": {k: v[1] for k, v in LOOP_FIELDS.items()},
+        "limits": LOOP_FIELDS, "pools": pool_sizes(), "pool_ready": select_queries({"pool": "rl"}).exists(),
+        "empty_pool": EMPTY_POOL, "trainer": trainer, "no_trainer": why,
+        "idle_phones": Device.objects.filter(status=Device.Status.IDLE).count(),
+    })
+
+
+def _round_rows(loop):
+    rows = []
+    for loop_round in loop.rounds.select_related("model_version", "rollout_run").order_by("number"):
+        stats = round_stats(loop_round)
+        salvaged = [(PATH_LABELS[p], stats["salvaged"][p], stats["yield_by_path"][p]) for p in SUPERVISION_PATHS]
+        verdicts = stats["verdicts"]
+        rows.append({"round": loop_round, "stats": stats, "salvaged": salvaged,
+                     "open": verdicts.get("pending", 0) + verdicts.get("undetermined", 0),
+                     "yield_percent": None if stats["salvage_yield"] is None else round(100 * stats["salvage_yield"]),
+                     "start": {name: ((loop_round.stats or {}).get("pools_at_start") or {}).get(name, "?")
+                               for name in ("rl_live", "sft", "cpt")},
+                     "pools": loop_round.pool_sizes or {}})
+    return rows
+
+
+@role_required(MANAGER)
+def loop_detail(request, loop_id):
+    loop = get_object_or_404(EvolutionLoop.objects.select_related("model_version", "created_by"), pk=loop_id)
+    live = loop.status in LIVE
+    context = {"loop": loop, "rows": _round_rows(loop), "live": live, "path_labels": PATH_LABELS.values(),
+               "pools": pool_sizes()}
+    # htmx polls the page and keeps its live part; 286 tells it to stop once the loop is over.
+    status = 200 if live or not request.headers.get("HX-Request") else 286
+    return render(request, "flywheel/loop_detail.html", context, status=status)
+
+
+@role_required(MANAGER)
+@require_POST
+def loop_cancel(request, loop_id):
+    loop = get_object_or_404(EvolutionLoop, pk=loop_id)
+    if loop.status not in LIVE:
+        messages.info(request, f"{loop} is already {loop.get_status_display().lower()}.")
+    else:
+        cancel_loop(loop, user=request.user)
+        messages.info(request, f"{loop} cancelled: its rollout stops after the phones' current step; "
+                               "everything collected and repaired so far stays.")
+    return redirect("loop-detail", loop_id=loop.pk)
