@@ -7,6 +7,7 @@ import pytest
 
 from flywheel.models import Attribution, Repair, SftEntry, Trajectory
 from tests.flywheel.repair.test_step_correction import collect_slip
+from tests.flywheel.repair.test_step_correction import farm_phones as farm_phones  # the fixture, shared
 
 pytestmark = [pytest.mark.worker, pytest.mark.farm, pytest.mark.django_db(transaction=True)]
 
@@ -27,21 +28,8 @@ def wait_for(condition, what, deadline_s=240):
     raise AssertionError(f"never happened: {what}")
 
 
-@pytest.fixture
-def farm_phones(farm_settings, transactional_db):
-    from devices.models import Device
-    from devices.phone import PhoneConnection
-    from devices.registry import discover_devices
-
-    for serial in farm_settings.serials:
-        PhoneConnection(farm_settings.address, serial).shell(
-            "am force-stop com.android.settings; settings put global bluetooth_on 0; input keyevent KEYCODE_HOME")
-    discover_devices()
-    return list(Device.objects.filter(adb_server=farm_settings.address).order_by("serial"))
-
-
 def test_a_false_trajectory_becomes_a_repaired_sample_and_a_replayed_continuation(
-        farm_phones, celery_worker_process, settings):
+        farm_phones, celery_worker_process, settings):  # noqa: F811
     settings.ECDM_AUTOMATIC = True
     # The query carries its known path (the Teacher may use it; the automatic line never shows it).
     original = collect_slip(farm_phones[0], known_path=KNOWN_PATH)
