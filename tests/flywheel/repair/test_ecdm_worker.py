@@ -29,7 +29,7 @@ def wait_for(condition, what, deadline_s=240):
 
 
 def test_a_false_trajectory_becomes_a_repaired_sample_and_a_replayed_continuation(
-        farm_phones, celery_worker_process, settings):  # noqa: F811
+        farm_phones, celery_worker_process, settings):
     settings.ECDM_AUTOMATIC = True
     # The query carries its known path (the Teacher may use it; the automatic line never shows it).
     original = collect_slip(farm_phones[0], known_path=KNOWN_PATH)
