@@ -187,11 +187,15 @@ def farm_settings(virtual_farm, settings, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def ecdm_off_by_default(settings):
+def ecdm_off_by_default():
     """Routing does not start the ECDM, and a correction queues no phone replay, in tests unless a
-    test turns them on (see process_env)."""
-    settings.ECDM_AUTOMATIC = False
-    settings.ECDM_REPLAY = False
+    test turns them on (see process_env). Not through pytest-django's `settings` fixture: a test
+    module may define a fixture of that name (the phone tests' Settings app) and an autouse fixture
+    asking for it would run theirs in every test of the module."""
+    from django.test import override_settings
+
+    with override_settings(ECDM_AUTOMATIC=False, ECDM_REPLAY=False):
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
