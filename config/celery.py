@@ -31,5 +31,6 @@ app.conf.beat_schedule = {
     "repair-sweep": {"task": "flywheel.tasks.repair_sweep", "schedule": 60.0},
     "repair-derive-recurring": {"task": "flywheel.tasks.repair_derive_recurring", "schedule": 300.0},
     "evolution-advance-loops": {"task": "flywheel.tasks.advance_loops", "schedule": 30.0},
+    "benchmark-sweep": {"task": "benchmark.tasks.sweep", "schedule": 30.0},
 }
 app.autodiscover_tasks()

@@ -240,6 +240,9 @@ SPECTACULAR_SETTINGS = {
 ADB_SERVERS = env_list("ADB_SERVERS", "127.0.0.1:15037")
 # An OpenAI-compatible model version (by name) that judges for HTSC Systems B and C; rules otherwise.
 JUDGE_MODEL_VERSION = os.environ.get("JUDGE_MODEL_VERSION", "")
+# The benchmark's VLM judges (§4.3): names of registered endpoint model versions, comma-separated;
+# each rules beside the offline rule-set judges, and all must agree.
+BENCHMARK_VLM_JUDGES = [n for n in os.environ.get("BENCHMARK_VLM_JUDGES", "").split(",") if n.strip()]
 # Model endpoints (flywheel/policies/url_safety.py): link-local/metadata addresses are always refused;
 # these CIDRs, when set, narrow the rest (e.g. "10.0.0.0/8,127.0.0.0/8"). Replies are size-capped.
 MODEL_ENDPOINT_ALLOWED_NETWORKS = env_list("MODEL_ENDPOINT_ALLOWED_NETWORKS", "")

@@ -28,6 +28,9 @@ from flywheel.rules.takeover import DEFAULT_AFTER, DEFAULT_STEPS, DEFAULT_THRESH
 
 log = logging.getLogger(__name__)
 # Stop reasons that cut a trajectory short (it is still judged and routed, never dropped).
+# Lines whose trajectories another app judges instead of HTSC routing: the benchmark scores its own
+# and none of them may enter a pool (benchmark/apps.py registers its finisher here).
+FINISHERS: dict = {}
 INTERRUPTING = ("cancelled", "lease lost", "phone lost", "policy error", "reset failed", "action failed",
                 "interrupted", "clarify: no answer")
 
@@ -174,6 +177,8 @@ def finish_trajectory(trajectory: Trajectory, stop_reason: str, phone: PhoneConn
     for step, masked in zip(steps, repetition_mask([s.executed_action for s in steps])):
         if step.label_masked != masked:
             Step.objects.filter(pk=step.pk).update(label_masked=masked)
+    if trajectory.line in FINISHERS:
+        return FINISHERS[trajectory.line](trajectory, phone)
     try:
         return evaluate_trajectory(trajectory, phone=phone)
     except PhoneUnavailable:

@@ -13,7 +13,7 @@ from django.db.models import F
 
 from devices import scheduling
 from devices.models import WorkItem
-from flywheel.collection.runs import LINES, dispatch_run, run_kind
+from flywheel.collection.runs import RUN_LINES, dispatch_run, run_kind
 from flywheel.models import CollectionRun, Trajectory
 from flywheel.policies import default_policy_version
 
@@ -33,7 +33,7 @@ def recollection_depth(trajectory: Trajectory) -> int:
 def recollect(trajectory: Trajectory, reason: str = "") -> WorkItem | None:
     """Queue the trajectory's query again and dispatch it after commit; None when it is not
     re-collected (already queued, the limit reached, a cancelled run, a line people drive)."""
-    if trajectory.line not in LINES:
+    if trajectory.line not in RUN_LINES:
         log.info("trajectory %s: the %s line re-collects by its own people or plans", trajectory.pk, trajectory.line)
         return None
     run = trajectory.run

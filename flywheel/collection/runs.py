@@ -25,7 +25,9 @@ from flywheel.models import CollectionRun, Line, Query, QueryApp, RlQueryEntry, 
 from flywheel.policies import default_policy_version, policy_for
 
 log = logging.getLogger(__name__)
-LINES = (Line.AUTOMATIC, Line.SCHEMA, Line.EXTERNAL, Line.RL)  # the lines a run carries out
+LINES = (Line.AUTOMATIC, Line.SCHEMA, Line.EXTERNAL, Line.RL)  # the lines a person launches a run of
+# The benchmark's inference is a run too, launched only by an evaluation run (benchmark/infer.py).
+RUN_LINES = (*LINES, Line.BENCHMARK)
 OPEN_ITEM = (WorkItem.Status.QUEUED, WorkItem.Status.ASSIGNED)
 
 
@@ -41,12 +43,16 @@ def run_kind(run) -> str:
 NOT_COLLECTABLE = (Query.Status.REJECTED, Query.Status.REVIEW)
 
 
-def select_queries(query_filter: dict):
+def select_queries(query_filter: dict, held_out: bool = False):
     """Queries by app, tier, tag, key, source or pool (docs: README, Collection runs).
 
     Only approved work is drawn: a query waiting for review (generated, or sent back by an
-    annotator) or rejected is not collected until a person approves it."""
-    queries = Query.objects.exclude(status__in=NOT_COLLECTABLE)
+    annotator) or rejected is not collected until a person approves it. A query held out for
+    evaluation is never drawn, whatever the filter says; only the benchmark line (`held_out`, its
+    items reviewed by experts) reaches it."""
+    queries = Query.objects.all()
+    if not held_out:  # the benchmark's own review is the gate of its queries
+        queries = queries.exclude(status__in=NOT_COLLECTABLE).exclude(evaluation_only=True)
     if query_filter.get("apps"):
         queries = queries.filter(app_links__app__package__in=query_filter["apps"])
     if query_filter.get("tiers"):
@@ -79,14 +85,14 @@ def selection_hint() -> str:
 
 def launch_run(line, query_filter=None, model_version=None, config=None, user=None, dispatch=True):
     """Create the run and its work; hand it to the workers. Returns the run."""
-    if line not in LINES:
+    if line not in RUN_LINES:
         raise ValueError(f"line must be one of {LINES}")
     config = {"phones": 4, "repeats": 1, **(config or {})}
     with transaction.atomic():
         run = CollectionRun.objects.create(line=line, query_filter=query_filter or {}, config=config,
                                            model_version=model_version or default_policy_version(),
                                            created_by=user, status=CollectionRun.Status.QUEUED)
-        queries = list(select_queries(query_filter or {}))
+        queries = list(select_queries(query_filter or {}, held_out=line == Line.BENCHMARK))
         for repeat in range(int(config["repeats"])):
             for query in queries:
                 scheduling.enqueue(run_kind(run), {"run_id": run.pk, "query_id": query.pk, "repeat": repeat},
@@ -131,7 +137,7 @@ def redispatch_stalled_runs(after=None):
     now = timezone.now()
     live_holders = set(Lease.objects.filter(released_at__isnull=True, expires_at__gt=now)
                        .values_list("holder", flat=True))
-    stalled = (CollectionRun.objects.exclude(status=CollectionRun.Status.CANCELLED)
+    stalled = (CollectionRun.objects.exclude(status__in=[CollectionRun.Status.CANCELLED, CollectionRun.Status.PAUSED])
                .filter(open_items_of_run()).filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=now - after)))
     redispatched = []
     for run in stalled:
@@ -153,7 +159,9 @@ def cancel_run(run):
 
 
 def run_is_cancelled(run_id) -> bool:
-    return CollectionRun.objects.filter(pk=run_id, status=CollectionRun.Status.CANCELLED).exists()
+    """Cancelled, or paused (its phones stop taking work; the work stays queued for the resume)."""
+    return CollectionRun.objects.filter(pk=run_id, status__in=[
+        CollectionRun.Status.CANCELLED, CollectionRun.Status.PAUSED]).exists()
 
 
 def refresh_progress(run_id):
@@ -268,6 +276,8 @@ def drive_host(run_id, address, phones, budget_s=None):
     """
     run = CollectionRun.objects.get(pk=run_id)
     has_work = CollectionRun.objects.filter(pk=run_id).filter(open_items_of_run()).exists()
+    if run.status == CollectionRun.Status.PAUSED:
+        return {"phones": 0, "paused": True}
     if run.status == CollectionRun.Status.CANCELLED or not has_work:
         refresh_progress(run_id)  # a run with nothing (left) to do is done
         return {"phones": 0}
@@ -309,7 +319,7 @@ def recover_interrupted(stale_after=timedelta(seconds=90)):
     leases.expire_stale_leases()
     live_holders = set(Lease.objects.filter(released_at__isnull=True).values_list("holder", flat=True))
     recovered = 0
-    for trajectory in Trajectory.objects.filter(status=Trajectory.Status.RUNNING, line__in=LINES,
+    for trajectory in Trajectory.objects.filter(status=Trajectory.Status.RUNNING, line__in=RUN_LINES,
                                                 started_at__lt=timezone.now() - stale_after):
         if f"collection:trajectory:{trajectory.pk}" in live_holders or (
                 trajectory.run_id and f"collection:run:{trajectory.run_id}" in live_holders):

@@ -179,7 +179,7 @@ def evaluate_pending(limit=100, older_than=SWEEP_GRACE):
     """
     now = timezone.now()
     waiting = (Trajectory.objects.filter(verdict=Outcome.PENDING, status__in=[
-        Trajectory.Status.COMPLETED, Trajectory.Status.INTERRUPTED]).exclude(line=Line.SEMI_AUTO)
+        Trajectory.Status.COMPLETED, Trajectory.Status.INTERRUPTED]).exclude(line__in=[Line.SEMI_AUTO, Line.BENCHMARK])
         .filter(Q(finished_at__isnull=True) | Q(finished_at__lte=now - older_than))
         .filter(Q(judging_since__isnull=True) | Q(judging_since__lt=now - JUDGING_CLAIM_TTL))
         .order_by("finished_at", "pk"))

@@ -3,7 +3,7 @@ from flywheel.models.catalog import App, DevicePrior, Edge, FunctionNode, GemPag
 from flywheel.models.exploration import ExplorationRun, GenerationRun, RunStatus
 from flywheel.models.judging import Adjudication, Attribution, Repair, Verdict, Vote, VoteValue
 from flywheel.models.pools import CptEntry, RlQueryEntry, RlRollout, SftEntry
-from flywheel.models.queries import Query, QueryApp, QueryFunction, Risk, Source, Tier
+from flywheel.models.queries import Query, QueryApp, QueryFunction, QueryLocked, Risk, Source, Tier
 from flywheel.models.repair import CalibrationRound, EvolutionLoop, FailureClass, LoopRound, RuleFlag
 from flywheel.models.runs import CollectionRun, ModelVersion
 from flywheel.models.trajectories import Destination, Line, Outcome, Step, Trajectory

@@ -6,6 +6,7 @@ from django.db import models
 class RunStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
+    PAUSED = "paused", "Paused"     # its work stays queued; resuming dispatches it again
     DONE = "done", "Done"
     CANCELLED = "cancelled", "Cancelled"
     FAILED = "failed", "Failed"

@@ -22,6 +22,10 @@ class Source(models.TextChoices):
     RQA = "rqa", "RQA rewrite"
 
 
+class QueryLocked(Exception):
+    """A query frozen into a benchmark version keeps its text, labels and checks."""
+
+
 class Query(models.Model):
     class Status(models.TextChoices):
         READY = "ready", "Ready"
@@ -66,6 +70,11 @@ class Query(models.Model):
                                     on_delete=models.SET_NULL, related_name="reviewed_queries")
     reviewed_at = models.DateTimeField(null=True, blank=True)
     status = models.CharField(max_length=12, choices=Status, default="ready", db_index=True)
+    # Set by the benchmark (§4): a held-out query is for evaluation only and no collection run draws
+    # it; a locked one is frozen into a benchmark version, so what it asks and how it is judged stay put.
+    evaluation_only = models.BooleanField(default=False, db_index=True,
+                                          help_text="held out for evaluation: no collection run draws it")
+    locked = models.BooleanField(default=False, help_text="frozen into a benchmark version")
     status_reason = models.TextField(blank=True)
     assignee = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                  on_delete=models.SET_NULL, related_name="assigned_queries")
@@ -78,6 +87,17 @@ class Query(models.Model):
 
     def __str__(self):
         return self.key
+
+    LOCKED_FIELDS = ("text", "tier", "labels", "known_path", "reset", "verification")
+
+    def save(self, *args, **kwargs):
+        if self.pk and self.locked:
+            stored = Query.objects.filter(pk=self.pk, locked=True).values(*self.LOCKED_FIELDS).first()
+            changed = [f for f in self.LOCKED_FIELDS if stored and stored[f] != getattr(self, f)]
+            if changed:
+                raise QueryLocked(f"query {self.key} is frozen into a benchmark version; "
+                                  f"{', '.join(changed)} cannot change (derive a new version)")
+        super().save(*args, **kwargs)
 
     @property
     def is_cross_app(self):
