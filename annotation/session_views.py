@@ -48,7 +48,7 @@ def take_next(request):
     if request.POST.get("model_version"):
         version = get_object_or_404(ModelVersion, pk=request.POST["model_version"])
     if request.POST.get("query"):
-        query = get_object_or_404(Query, pk=request.POST["query"], status=Query.Status.READY)
+        query = get_object_or_404(Query, pk=request.POST["query"], status=Query.Status.READY, evaluation_only=False)
         if query.assignee_id not in (None, request.user.pk):
             raise PermissionDenied("That query is assigned to someone else.")
         if not Query.objects.filter(pk=query.pk, status=Query.Status.READY).update(status=Query.Status.IN_PROGRESS, assignee=request.user):

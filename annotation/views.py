@@ -8,8 +8,9 @@ from flywheel.policies import default_policy_version
 
 @role_required(ANNOTATOR)
 def my_queue(request):
-    assigned = Query.objects.filter(assignee=request.user, status__in=[Query.Status.READY, Query.Status.IN_PROGRESS])
-    open_pool = Query.objects.filter(assignee__isnull=True, status=Query.Status.READY)
+    collectable = Query.objects.filter(evaluation_only=False)  # held-out queries are for the benchmark only
+    assigned = collectable.filter(assignee=request.user, status__in=[Query.Status.READY, Query.Status.IN_PROGRESS])
+    open_pool = collectable.filter(assignee__isnull=True, status=Query.Status.READY)
     in_progress = Trajectory.objects.filter(
         annotator=request.user, status__in=[Trajectory.Status.RUNNING, Trajectory.Status.PAUSED]).select_related("query")
     return render(request, "annotation/my_queue.html", {

@@ -116,14 +116,14 @@ def launch_evaluation(benchmark: Benchmark, model_version, split: str = "all", c
 
 
 def classify_stop(stop_reason: str, flag: str) -> str:
-    """What ended a benchmark rollout: initial_state, endpoint, phone_lost, environment, cancelled,
-    or finished (the model's own doing: scored)."""
+    """What ended a benchmark rollout: initial_state, endpoint, phone_lost (the phone or its worker
+    went away), environment, cancelled, or finished (the model's own doing: scored)."""
     if flag and "success check already passed" in flag:
         return "initial_state"
     if stop_reason.startswith(ENDPOINT_FAILURES):
         return "endpoint"
-    if stop_reason.startswith("phone lost"):
-        return "phone_lost"
+    if stop_reason.startswith(("phone lost", "interrupted: the worker stopped")):
+        return "phone_lost"  # the collection run re-queues the work item itself
     if stop_reason.startswith("cancelled"):
         return "cancelled"
     if stop_reason.startswith(ENVIRONMENT_FAILURES):
@@ -183,7 +183,7 @@ def record_benchmark_rollout(trajectory: Trajectory, phone):
         pause_evaluation(evaluation, f"the model endpoint stopped answering ({trajectory.stop_reason})"[:300])
     elif kind == "phone_lost":
         # The collection run gives the work item to another phone itself (the phone is quarantined).
-        _not_scored(result, f"{trajectory.stop_reason[:250]}: collected again on another phone")
+        _not_scored(result, f"{trajectory.stop_reason[:250]}: re-collected when a phone takes its work again")
     elif kind == "environment":
         _not_scored(result, f"the environment broke it ({trajectory.stop_reason[:200]}): re-collected",
                     recollect_it=True)

@@ -20,8 +20,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmark.models import EvalResult, EvalRun
-from benchmark.rules.scoring import (ABSTAIN, ENV_ERROR, FAILURE, SPLIT, SUCCESS, interaction_outcome,
-                                     partial_credit, unanimous_verdict)
+from benchmark.rules.scoring import (
+    ABSTAIN,
+    ENV_ERROR,
+    FAILURE,
+    SPLIT,
+    SUCCESS,
+    interaction_outcome,
+    partial_credit,
+    unanimous_verdict,
+)
 from flywheel.evaluation.llm_judge import JudgeUnavailable, path_vote
 from flywheel.evaluation.pipeline import safety_checklist, trajectory_view
 from flywheel.evaluation.system_b import calibrated_thresholds as b_thresholds

@@ -112,11 +112,8 @@ class BenchmarkItem(models.Model):
     def __str__(self):
         return f"{self.benchmark} · {self.query.key}"
 
-    def _frozen(self):
-        return Benchmark.objects.filter(pk=self.benchmark_id, frozen=True).exists()
-
     def save(self, *args, **kwargs):
-        if self._frozen() and not getattr(self, "_freezing", False):
+        if self._frozen():
             raise FrozenBenchmark(f"{self.benchmark} is frozen; its items do not change")
         super().save(*args, **kwargs)
 
@@ -124,6 +121,9 @@ class BenchmarkItem(models.Model):
         if self._frozen():
             raise FrozenBenchmark(f"{self.benchmark} is frozen; its items do not change")
         return super().delete(*args, **kwargs)
+
+    def _frozen(self):
+        return Benchmark.objects.filter(pk=self.benchmark_id, frozen=True).exists()
 
     def frozen_snapshot(self) -> dict:
         query = self.query

@@ -18,3 +18,16 @@ def announce_routed(trajectory_id: int, outcome: str, reason: str = "") -> None:
             sender=Trajectory, trajectory_id=trajectory_id, outcome=outcome, reason=reason):
         if isinstance(result, Exception):
             log.error("trajectory %s routed: %s failed: %r", trajectory_id, receiver, result)
+
+
+# Sent after a collection run's progress is counted (its status may just have become done).
+# Arguments: run_id, line.
+run_progressed = Signal()
+
+
+def announce_progress(run_id: int, line: str) -> None:
+    from flywheel.models import CollectionRun
+
+    for receiver, result in run_progressed.send_robust(sender=CollectionRun, run_id=run_id, line=line):
+        if isinstance(result, Exception):
+            log.error("run %s progressed: %s failed: %r", run_id, receiver, result)

@@ -185,6 +185,10 @@ def refresh_progress(run_id):
     finished = bool(updates) and target.update(**updates) and updates.get("status") == CollectionRun.Status.DONE
     if finished and run.line == Line.RL:
         metabolize_rl_run(run)
+    if run.line == Line.BENCHMARK:  # the evaluation that owns the run counts its own progress
+        from flywheel.signals import announce_progress
+
+        announce_progress(run_id, run.line)
 
 
 def metabolize_rl_run(run):

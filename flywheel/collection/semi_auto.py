@@ -48,9 +48,10 @@ def lease_holder(trajectory) -> str:
 
 
 def next_query_for(user):
-    """Assigned to this person first, then the open pool; claimed atomically."""
-    for candidates in (Query.objects.filter(assignee=user, status=Query.Status.READY),
-                       Query.objects.filter(assignee__isnull=True, status=Query.Status.READY)):
+    """Assigned to this person first, then the open pool; claimed atomically. A query held out for
+    evaluation is never collected, by people either."""
+    collectable = Query.objects.filter(status=Query.Status.READY, evaluation_only=False)
+    for candidates in (collectable.filter(assignee=user), collectable.filter(assignee__isnull=True)):
         for query in candidates.order_by("created_at", "key")[:50]:
             if Query.objects.filter(pk=query.pk, status=Query.Status.READY).update(status=Query.Status.IN_PROGRESS, assignee=user):
                 query.refresh_from_db()

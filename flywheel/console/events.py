@@ -15,7 +15,7 @@ from django.db import transaction
 
 log = logging.getLogger(__name__)
 DASHBOARD_GROUP = "dashboard"
-KINDS = ("verdict", "routing", "pools", "devices", "runs")
+KINDS = ("verdict", "routing", "pools", "devices", "runs", "benchmark")
 
 _last_sent: dict[str, float] = {}
 _trailing: dict[str, threading.Timer] = {}

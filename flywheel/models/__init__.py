@@ -9,7 +9,7 @@ from flywheel.models.runs import CollectionRun, ModelVersion
 from flywheel.models.trajectories import Destination, Line, Outcome, Step, Trajectory
 
 __all__ = [
-    "App", "DevicePrior", "Edge", "ExplorationRun", "GenerationRun", "RunStatus", "FunctionNode", "GemPage", "Query", "QueryApp", "QueryFunction", "CollectionRun", "ModelVersion",
+    "App", "DevicePrior", "Edge", "ExplorationRun", "GenerationRun", "RunStatus", "FunctionNode", "GemPage", "Query", "QueryApp", "QueryLocked", "QueryFunction", "CollectionRun", "ModelVersion",
     "Step", "Trajectory", "Adjudication", "Attribution", "Repair", "Verdict", "Vote",
     "CptEntry", "RlQueryEntry", "RlRollout", "SftEntry",
     "CalibrationRound", "EvolutionLoop", "FailureClass", "LoopRound", "RuleFlag",

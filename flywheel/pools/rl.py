@@ -21,6 +21,8 @@ def bank_phase0(queries=None) -> int:
     """Phase 0: bank naturally difficult queries by objective features, before any policy exists."""
     banked = 0
     for query in (queries if queries is not None else Query.objects.filter(rl_entry__isnull=True)):
+        if query.evaluation_only:  # held out for the benchmark: never trained on
+            continue
         features = query_features(query)
         if features and not RlQueryEntry.objects.filter(query=query).exists():
             RlQueryEntry.objects.create(query=query, state=RlQueryEntry.State.BANKED, channel="phase0",
