@@ -101,18 +101,17 @@ def missing_must_include(table: dict, items: list[dict]) -> list[dict]:
 def deficits(table: dict, items: list[dict]) -> list[dict]:
     """What targeted generation must add: (dimension, value, how many more), largest first.
 
-    A cell is short when it is below its target count by more than the tolerance allows; a
-    must-include rule below its minimum is always short."""
+    A cell is short when it lacks more than the tolerance's share of the size (1 query of 24 at
+    5% is within it, 2 are not); a must-include rule below its minimum is always short."""
     tolerance = float(table.get("tolerance", DEFAULT_TOLERANCE))
     size = table.get("size") or max(len(items), 1)
     counts = realised_counts(items)
     short = {}
     for dimension, shares in (table.get("shares") or {}).items():
         for value, share in shares.items():
-            want = round(float(share) * size)
-            allowed_gap = max(1, round(tolerance * size)) if share else 0
-            if want - counts[dimension][value] >= allowed_gap:
-                short[(dimension, value)] = want - counts[dimension][value]
+            missing = round(float(share) * size) - counts[dimension][value]
+            if missing > 0 and missing / size > tolerance:
+                short[(dimension, value)] = missing
     for rule in missing_must_include(table, items):
         key = (rule["dimension"], rule["value"])
         short[key] = max(short.get(key, 0), rule["min"] - rule["count"])

@@ -6,6 +6,8 @@ judged by gates.run_gates and written in one transaction with bulk inserts: pass
 queries in review ("Needs review"), rejected ones are kept as rejected queries with "gateN: reason"
 and their gate results. Keys are "gen-<run>-<n>" over a plan that is deterministic for the run's
 config and seed, so a run picked up again after a lost worker skips what it already wrote.
+A caller that plans its own drafts (generation against a benchmark quota) hands them to
+`generate_now(..., drafts=...)`: they pass the same gates and are written the same way.
 """
 from __future__ import annotations
 
@@ -55,12 +57,18 @@ def dispatch_generation(run_id: int):
     return result.id
 
 
-def generate_now(config, model_version=None, user=None) -> GenerationRun:
-    """Create and execute a run in this process (scripts, tests); returns it finished."""
+def generate_now(config, model_version=None, user=None, drafts=None) -> GenerationRun:
+    """Create and execute a run in this process (scripts, tests); returns it finished.
+
+    `drafts`: a plan the caller made (and wrote, with its own LLM prompt if any), used as the
+    run's drafts instead of plan_drafts(config) and without another LLM pass; they still pass
+    the intake gates (judged by `model_version` when given) and are written like any other."""
     config = normalized_config(config)
     _check_version(model_version)
+    if drafts is not None:
+        config["supplied_drafts"] = len(drafts)
     run = GenerationRun.objects.create(config=config, model_version=model_version, created_by=user)
-    execute_run(run.pk)
+    execute_run(run.pk, drafts=drafts)
     run.refresh_from_db()
     return run
 
@@ -149,8 +157,9 @@ def rejection_report(run_id) -> dict:
     return report
 
 
-def execute_run(run_id: int) -> dict:
-    """The run's whole work (the Celery task calls this). Problems are recorded, not raised."""
+def execute_run(run_id: int, drafts=None) -> dict:
+    """The run's whole work (the Celery task calls this). Problems are recorded, not raised.
+    `drafts`: the caller's own plan (generate_now); a run made of supplied drafts is not re-planned."""
     claimed = GenerationRun.objects.filter(pk=run_id, status__in=OPEN).update(status="running")
     if not claimed:
         return {"run": run_id, "status": _status(run_id), "skipped": True}
@@ -158,11 +167,14 @@ def execute_run(run_id: int) -> dict:
     problems, started = list(run.problems or []), time.monotonic()
     timings = {}
     try:
-        drafts = plan_drafts(run.config, problems)
+        supplied = drafts is not None
+        if not supplied and run.config.get("supplied_drafts") is not None:
+            raise RuntimeError("its drafts were supplied by the caller and are gone; launch it again")
+        drafts = list(drafts) if supplied else plan_drafts(run.config, problems)
         timings["plan_s"] = round(time.monotonic() - started, 3)
         GenerationRun.objects.filter(pk=run_id).update(total=len(drafts), problems=problems[:MAX_PROBLEMS])
-        llm_texts = 0
-        if run.model_version is not None and drafts:
+        llm_texts = sum(d.origin == "llm" for d in drafts) if supplied else 0
+        if run.model_version is not None and drafts and not supplied:
             from flywheel.queries.generation_llm import rewrite_with_llm
 
             llm_texts = rewrite_with_llm(drafts, run.model_version, page_ids_of, problems)

@@ -356,3 +356,36 @@ def test_held_out_queries_are_drawn_by_no_line(db, role_users):
 
     bank_phase0()
     assert not RlQueryEntry.objects.filter(query=held).exists()
+
+
+def test_a_vlm_judge_added_later_rejudges_without_inference_and_a_split_goes_to_an_expert(
+        phones, farm_settings, role_users, settings):
+    import json
+
+    from benchmark.judges import judge_roster
+    from tests.flywheel.openai_stub import StubOpenAI
+
+    benchmark = frozen_version([make_benchmark_query("vlm-q")], role_users["manager"])
+    evaluation = launch_evaluation(benchmark, default_policy_version(), split="held_out",
+                                   config={"max_steps": 8, "phones": 1}, dispatch=False)
+    drive_host(evaluation.collection_run_id, farm_settings.address, 1)
+    assert EvalRun.objects.get(pk=evaluation.pk).scores["sr"] == 1.0
+    with StubOpenAI() as stub:
+        ModelVersion.objects.create(name="vlm-judge", kind="endpoint", endpoint_url=stub.url,
+                                    served_model_name=stub.model)
+        settings.BENCHMARK_VLM_JUDGES = ["vlm-judge"]
+        assert [j["name"] for j in judge_roster()][-1] == "vlm:vlm-judge"
+        stub.replies.append((200, stub.chat_reply(json.dumps({"vote": "false", "rationale": "wrong page"})), 0))
+        report = rejudge_evaluation(evaluation)
+    assert report["judged"] == 1 and len(stub.requests) == 1
+    assert Trajectory.objects.filter(run=evaluation.collection_run).count() == 1   # no inference again
+    result = EvalResult.objects.get(eval_run=evaluation)
+    assert result.state == "split" and result.judge_verdict == "split"
+    assert {v["judge"]: v["vote"] for v in result.votes}["vlm:vlm-judge"] == "failure"
+    evaluation.refresh_from_db()
+    assert evaluation.scores["waiting_for_expert"] == 1 and evaluation.scores["sr"] is None
+    assert evaluation.scores["judge_agreement"] == 0.0
+    assert [j["name"] for j in evaluation.config["judges"]][-1] == "vlm:vlm-judge"   # the new roster is pinned
+    record_expert_verdict(result, "success", role_users["adjudicator"], note="the page is right")
+    evaluation.refresh_from_db()
+    assert evaluation.scores["sr"] == 1.0 and evaluation.scores["expert_override_rate"] == 0
