@@ -52,7 +52,7 @@ def expected_interaction_of(query: Query, values: dict | None = None) -> str:
     """What the query expects of the model, from its checks and labels (§4.3)."""
     verification = query.verification or {}
     if verification.get("handoff"):
-        return Interaction.CALL_USER
+        return Interaction.CLARIFY if verification["handoff"] == "clarify" else Interaction.CALL_USER
     if verification.get("clarify"):
         return Interaction.CLARIFY
     if (values or {}).get("refusal_safety") in REFUSAL_VALUES:

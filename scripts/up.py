@@ -19,6 +19,7 @@ PORT = int(os.environ.get("WEB_PORT", "8000"))
 FARM_PORT = int(os.environ.get("FARM_PORT", "15037"))
 FARM_DEVICES = os.environ.get("FARM_DEVICES", "4")
 VAR = ROOT / "var"
+VBENCH_FILE = ROOT.parent / "shared" / "data" / "mobilegui-vbench" / "MobileGUI-VBench.jsonl"
 QUEUES = "default,collection,evaluation,repair,training,benchmark"
 
 
@@ -123,6 +124,15 @@ def main():
         print(f"Phones: ADB_SERVERS={env['ADB_SERVERS']}")
         wait_for_ports(env["ADB_SERVERS"])
         manage("discover_devices", env=env)
+        # Benchmark versions (after the phones are known: an item no phone can run is marked so):
+        # the farm's task set, frozen with a held-out third, and MobileGUI-VBench for expert review.
+        seed_benchmarks = ["import_benchmark", "--seed", "--vbench", str(VBENCH_FILE)]
+        if "ADB_SERVERS" not in os.environ:
+            seed_benchmarks += ["--farm", str(ROOT / "simfarm" / "tasks" / "tasks.jsonl")]
+        try:
+            manage(*seed_benchmarks, env=env)
+        except subprocess.CalledProcessError:
+            print("Benchmarks: not seeded (see the message above); the console starts without them")
 
         # One collection queue per phone host: this worker drives the phones of every host listed.
         host_queues = ",".join("collection." + a.strip().replace(":", "-")
