@@ -22,6 +22,7 @@ urlpatterns = [
     path("", include("flywheel.urls")),
     path("", include("annotation.urls")),
     path("devices/", include("devices.urls")),
+    path("benchmarks/", include("benchmark.urls")),
     path("api/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -11,7 +11,7 @@ A person with several roles sees the union.
 from django.db.models import Q
 
 from accounts.roles import ADJUDICATOR, ANNOTATOR, MANAGER, has_role, user_roles
-from flywheel.models import Adjudication, Destination, Outcome, Repair, Step, Trajectory
+from flywheel.models import Adjudication, Destination, Line, Outcome, Repair, Step, Trajectory
 
 # The Undetermined queue: what annotation.adjudication.waiting_for_adjudication lists (and what a
 # decision moves out of it, since routing changes the destination).
@@ -38,6 +38,8 @@ def trajectories_visible_to(user, trajectories=None):
     if ADJUDICATOR in roles:
         allowed |= IN_ADJUDICATION_QUEUE | Q(pk__in=Adjudication.objects.filter(adjudicator=user)
                                              .values("trajectory_id"))
+        # The benchmark's split verdicts wait for an expert (§4.3) the way HTSC's Undetermined do.
+        allowed |= Q(line=Line.BENCHMARK, verdict=Outcome.UNDETERMINED)
     return trajectories.filter(allowed)
 
 

@@ -92,12 +92,20 @@ def test_only_adjudicators_act_on_the_queue(client_as):
 
 
 def test_what_an_evaluation_produces_is_not_written_over_the_api(client_as, role_users):
-    benchmark = Benchmark.objects.create(name="bench", version="v1")
+    from tests.benchmark.test_views import frozen_version
+
     version = ModelVersion.objects.create(name="policy-v1")
+    draft = Benchmark.objects.create(name="draft", version="v1")
+    refused = client_as("manager").post("/api/eval-runs/", {"benchmark": draft.pk, "model_version": version.pk},
+                                        content_type=JSON)
+    assert refused.status_code == 400 and "not frozen" in refused.json()["detail"]  # launched only through the service
+    benchmark = frozen_version(role_users["manager"])
     created = client_as("manager").post("/api/eval-runs/", {
         "benchmark": benchmark.pk, "model_version": version.pk, "status": "done", "scores": {"sr": 1.0},
         "created_by": role_users["admin"].pk}, content_type=JSON)
     assert created.status_code == 201, created.content
     run = EvalRun.objects.get()
     assert (run.status, run.scores, run.created_by) == ("queued", {}, role_users["manager"])
+    assert client_as("manager").patch(f"/api/eval-runs/{run.pk}/", {"status": "done"},
+                                      content_type=JSON).status_code == 405
 

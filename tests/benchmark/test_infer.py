@@ -386,6 +386,11 @@ def test_a_vlm_judge_added_later_rejudges_without_inference_and_a_split_goes_to_
     assert evaluation.scores["waiting_for_expert"] == 1 and evaluation.scores["sr"] is None
     assert evaluation.scores["judge_agreement"] == 0.0
     assert [j["name"] for j in evaluation.config["judges"]][-1] == "vlm:vlm-judge"   # the new roster is pinned
+    from flywheel.access import trajectories_visible_to
+
+    # The expert (an adjudicator) may open the split trajectory; an annotator may not.
+    assert trajectories_visible_to(role_users["adjudicator"]).filter(pk=result.trajectory_id).exists()
+    assert not trajectories_visible_to(role_users["annotator"]).filter(pk=result.trajectory_id).exists()
     record_expert_verdict(result, "success", role_users["adjudicator"], note="the page is right")
     evaluation.refresh_from_db()
     assert evaluation.scores["sr"] == 1.0 and evaluation.scores["expert_override_rate"] == 0
