@@ -152,8 +152,20 @@ def rejudge_evaluation(evaluation: EvalRun, roster: list[dict] | None = None) ->
         config = {**evaluation.config, "judges": roster,
                   "rejudged": [*evaluation.config.get("rejudged", []),
                                {"round": judge_round, "at": started.isoformat()}]}
-        EvalRun.objects.filter(pk=evaluation.pk).update(judge_round=judge_round, config=config)
+        previous = evaluation.status
+        # A finished run shows "Judging" while its verdicts are replaced, then "Done" again.
+        status = EvalRun.Status.JUDGING if previous == EvalRun.Status.DONE else previous
+        EvalRun.objects.filter(pk=evaluation.pk).update(judge_round=judge_round, config=config, status=status)
         evaluation.config, evaluation.judge_round = config, judge_round
+    try:
+        judged = _rejudge_results(evaluation, roster, judge_round)
+    finally:
+        EvalRun.objects.filter(pk=evaluation.pk, status=EvalRun.Status.JUDGING).update(status=previous)
+    score_evaluation(evaluation.pk)
+    return {"judged": judged, "round": judge_round, "seconds": (timezone.now() - started).total_seconds()}
+
+
+def _rejudge_results(evaluation: EvalRun, roster: list[dict], judge_round: int) -> int:
     judged = 0
     results = EvalResult.objects.filter(eval_run=evaluation, superseded=False, trajectory__isnull=False).exclude(
         state=EvalResult.State.RUNNING)
@@ -162,8 +174,7 @@ def rejudge_evaluation(evaluation: EvalRun, roster: list[dict] | None = None) ->
             continue
         judge_result(result, roster, judge_round)
         judged += 1
-    score_evaluation(evaluation.pk)
-    return {"judged": judged, "round": judge_round, "seconds": (timezone.now() - started).total_seconds()}
+    return judged
 
 
 def record_expert_verdict(result: EvalResult, outcome: str, user, note: str = "") -> EvalResult:
