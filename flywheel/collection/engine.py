@@ -27,10 +27,10 @@ from flywheel.rules.repetition import repetition_mask, same_action
 from flywheel.rules.takeover import DEFAULT_AFTER, DEFAULT_STEPS, DEFAULT_THRESHOLD
 
 log = logging.getLogger(__name__)
-# Stop reasons that cut a trajectory short (it is still judged and routed, never dropped).
 # Lines whose trajectories another app judges instead of HTSC routing: the benchmark scores its own
 # and none of them may enter a pool (benchmark/apps.py registers its finisher here).
 FINISHERS: dict = {}
+# Stop reasons that cut a trajectory short (it is still judged and routed, never dropped).
 INTERRUPTING = ("cancelled", "lease lost", "phone lost", "policy error", "reset failed", "action failed",
                 "interrupted", "clarify: no answer")
 
