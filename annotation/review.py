@@ -139,6 +139,10 @@ def edit(query_id: int, version: str, user, changes: dict) -> Query:
         why = _conflict(query, version, EDITABLE)
         if why:
             raise ReviewConflict(why)
+        if query.locked and any(name in Query.LOCKED_FIELDS and changes[name] != getattr(query, name)
+                                for name in changes):
+            raise ReviewConflict("it is frozen into a benchmark version: what it asks and how it is judged "
+                                 "stay as they are (derive a new benchmark version to change it)")
         merged = {name: changes.get(name, getattr(query, name)) for name in EDITABLE_FIELDS}
         problems = edit_errors(merged)
         if problems:

@@ -103,6 +103,12 @@ def test_a_frozen_version_and_its_queries_do_not_change(db, role_users):
     query.refresh_from_db()
     query.status = "done"
     query.save()  # what the query asks is locked, not its workflow state
+    from annotation import review
+
+    query.status = "review"
+    query.save()
+    with pytest.raises(review.ReviewConflict, match="frozen into a benchmark version"):
+        review.edit(query.pk, review.version_of(query), manager, {"text": "Something else"})
 
 
 def test_evaluation_refuses_a_draft_and_unknown_settings(db, role_users):
