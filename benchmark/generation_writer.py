@@ -5,9 +5,8 @@ A reply that drops the draft's decision-point control is refused and the offline
 from collections import Counter
 
 from benchmark.rules import metric_system as table4
-from flywheel.policies.safe_http import EndpointCallFailed, request_json
 from flywheel.queries import generation_runs
-from flywheel.queries.generation_llm import LlmWriter, ReplyRejected, build_prompt, parse_reply
+from flywheel.queries.generation_llm import LlmWriter, ReplyRejected, build_prompt
 
 HINTS = {("explicitness", "explicit"): "name every step of the path", ("intent_dependency", "single"): "one intent",
          ("explicitness", "implicit"): "name the function, never the path",
@@ -19,20 +18,12 @@ HINTS = {("explicitness", "explicit"): "name every step of the path", ("intent_d
 class ConstrainedWriter(LlmWriter):
     """flywheel's LLM writer, with the quota's constraints in its prompt and checked in its reply."""
 
-    def write(self, draft, page_ids: list[int]) -> str:
+    def messages(self, draft, page_ids: list[int]) -> list[dict]:
         messages = build_prompt(draft, page_ids)
         messages[-1]["content"] += "\n" + constraints_text(draft)
-        body = {"model": self.model, "temperature": 0.7, "max_tokens": 200, "seed": 0, "messages": messages}
-        try:
-            reply = request_json("POST", self.url, body, timeout=self.timeout)
-        except EndpointCallFailed as error:
-            self.failures_in_a_row += 1
-            raise ReplyRejected(f"call failed: {error}") from None
-        if reply.status != 200:
-            self.failures_in_a_row += 1
-            raise ReplyRejected(f"HTTP {reply.status}")
-        self.failures_in_a_row = 0
-        text = parse_reply(reply.data)
+        return messages
+
+    def accept(self, draft, text: str) -> str:
         control = draft.labels.get("decision_point")
         if control and control.lower() not in text.lower():
             raise ReplyRejected(f"drops the decision point {control!r}")

@@ -212,18 +212,17 @@ def refresh_evaluation(evaluation_id: int):
     evaluation = EvalRun.objects.select_related("collection_run").get(pk=evaluation_id)
     current = EvalResult.objects.filter(eval_run=evaluation, superseded=False)
     finished = current.exclude(state=EvalResult.State.RUNNING).values("item").distinct().count()
-    updates = {"completed": finished}
+    EvalRun.objects.filter(pk=evaluation_id).update(completed=finished)
+    status = {}
     if evaluation.status == EvalRun.Status.QUEUED:
-        updates.update(status=EvalRun.Status.RUNNING, started_at=timezone.now())
+        status.update(status=EvalRun.Status.RUNNING, started_at=timezone.now())
     run = evaluation.collection_run
-    if run is not None:
-        run.refresh_from_db(fields=["status"])
     if evaluation.status in (EvalRun.Status.QUEUED, EvalRun.Status.RUNNING) and run is not None and (
             run.status == CollectionRun.Status.DONE) and not _open_rollouts(run):
-        updates.update(status=EvalRun.Status.DONE, finished_at=timezone.now())
-    EvalRun.objects.filter(pk=evaluation_id).exclude(status__in=[
-        EvalRun.Status.CANCELLED, EvalRun.Status.PAUSED, EvalRun.Status.DONE]).update(**updates)
-    EvalRun.objects.filter(pk=evaluation_id).update(completed=finished)
+        status.update(status=EvalRun.Status.DONE, finished_at=timezone.now())
+    if status:  # a run paused, cancelled or finished meanwhile keeps its status
+        EvalRun.objects.filter(pk=evaluation_id, status__in=[EvalRun.Status.QUEUED, EvalRun.Status.RUNNING]).update(
+            **status)
     score_evaluation(evaluation_id)
     publish("benchmark", throttle_s=1.0, eval_run=evaluation_id)
 

@@ -95,9 +95,17 @@ class LlmWriter:
     def given_up(self) -> bool:
         return self.failures_in_a_row >= self.MAX_CONSECUTIVE_FAILURES
 
+    def messages(self, draft, page_ids: list[int]) -> list[dict]:
+        """The chat messages for one draft (a subclass may add constraints to them)."""
+        return build_prompt(draft, page_ids)
+
+    def accept(self, draft, text: str) -> str:
+        """The reply's text, or ReplyRejected (a subclass may check more than parsing does)."""
+        return text
+
     def write(self, draft, page_ids: list[int]) -> str:
         body = {"model": self.model, "temperature": 0.7, "max_tokens": 200, "seed": 0,
-                "messages": build_prompt(draft, page_ids)}
+                "messages": self.messages(draft, page_ids)}
         try:
             reply = request_json("POST", self.url, body, timeout=self.timeout)
         except EndpointCallFailed as error:
@@ -107,7 +115,7 @@ class LlmWriter:
             self.failures_in_a_row += 1
             raise ReplyRejected(f"HTTP {reply.status}")
         self.failures_in_a_row = 0
-        return parse_reply(reply.data)
+        return self.accept(draft, parse_reply(reply.data))
 
 
 def rewrite_with_llm(drafts, version, page_ids_of, problems: list) -> int:
