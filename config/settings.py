@@ -288,6 +288,14 @@ ECDM_REPLAY = env_bool("ECDM_REPLAY", True)
 # The self-evolution loop's trainer (the training issue plugs a dotted path in); empty: the loop
 # stops before training and says so.
 EVOLUTION_TRAINER = os.environ.get("EVOLUTION_TRAINER", "")
+# Training (training/): pool snapshots and run directories live on a local disk the trainers read.
+TRAINING_ROOT = Path(os.environ.get("TRAINING_ROOT", VAR_DIR / "training"))
+# How a run is launched: "torchrun" (default; one process per GPU with TRAINING_NPROC), "accelerate"
+# (with a DeepSpeed config when the run names one) or "llamafactory" (a generated config, handed over).
+TRAINING_LAUNCHER = os.environ.get("TRAINING_LAUNCHER", "torchrun")
+TRAINING_NPROC = int(os.environ.get("TRAINING_NPROC", "1"))
+# The environment service (training/env_service.py) over leased phones, for external RL frameworks.
+ENV_SERVICE_TOKEN = os.environ.get("ENV_SERVICE_TOKEN", "")
 
 LOGGING = {
     "version": 1,

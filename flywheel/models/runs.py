@@ -17,6 +17,9 @@ class ModelVersion(models.Model):
     class Kind(models.TextChoices):
         OFFLINE = "offline", "Built-in offline"
         ENDPOINT = "endpoint", "OpenAI-compatible endpoint"
+        # A trained checkpoint not served yet: its page gives the vLLM recipe; once its endpoint is
+        # registered it becomes an endpoint version every line and the benchmark can use.
+        CHECKPOINT = "checkpoint", "Trained checkpoint (not served)"
 
     name = models.CharField(max_length=200, unique=True)
     kind = models.CharField(max_length=10, choices=Kind, default="offline")
@@ -27,6 +30,8 @@ class ModelVersion(models.Model):
     endpoint_url = models.CharField(max_length=200, blank=True, validators=[validate_endpoint_url])
     served_model_name = models.CharField(max_length=200, blank=True)
     sampling = models.JSONField(default=dict, blank=True, help_text="pinned sampling config")
+    artifact = models.CharField(max_length=400, blank=True,
+                                help_text="the checkpoint directory a training run wrote")
     health = models.JSONField(default=dict, blank=True,
                               help_text="last endpoint health check: ok, models, latency_ms, error")
     health_checked_at = models.DateTimeField(null=True, blank=True)

@@ -21,6 +21,9 @@ def default_policy_version():
 def policy_for(model_version=None) -> Policy:
     if model_version is None or model_version.kind == "offline":
         return OfflinePolicy()
+    if model_version.kind == "checkpoint":
+        raise PolicyError(f"{model_version.name} is a trained checkpoint that is not served yet: serve it "
+                          "with the vLLM recipe on its model page and register its endpoint")
     return EndpointPolicy.from_model_version(model_version)
 
 
