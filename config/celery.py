@@ -32,5 +32,7 @@ app.conf.beat_schedule = {
     "repair-derive-recurring": {"task": "flywheel.tasks.repair_derive_recurring", "schedule": 300.0},
     "evolution-advance-loops": {"task": "flywheel.tasks.advance_loops", "schedule": 30.0},
     "benchmark-sweep": {"task": "benchmark.tasks.sweep", "schedule": 30.0},
+    "training-resume-stalled": {"task": "training.tasks.resume_stalled_runs", "schedule": 60.0},
+    "training-check-endpoints": {"task": "training.tasks.check_model_endpoints", "schedule": 60.0},
 }
 app.autodiscover_tasks()

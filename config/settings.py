@@ -294,8 +294,15 @@ TRAINING_ROOT = Path(os.environ.get("TRAINING_ROOT", VAR_DIR / "training"))
 # (with a DeepSpeed config when the run names one) or "llamafactory" (a generated config, handed over).
 TRAINING_LAUNCHER = os.environ.get("TRAINING_LAUNCHER", "torchrun")
 TRAINING_NPROC = int(os.environ.get("TRAINING_NPROC", "1"))
+# The weights a run starts from when neither its config nor its base model names any (a local path).
+TRAINING_BASE_MODEL = os.environ.get("TRAINING_BASE_MODEL", "")
+# The evolution loop's rounds (training.evolution): {"run": {...}, "snapshot": {...}} as JSON.
+TRAINING_LOOP_CONFIG = os.environ.get("TRAINING_LOOP_CONFIG", "{}")
+TRAINING_ROLLOUT_TIMEOUT_S = float(os.environ.get("TRAINING_ROLLOUT_TIMEOUT_S", str(3 * 3600)))
 # The environment service (training/env_service.py) over leased phones, for external RL frameworks.
 ENV_SERVICE_TOKEN = os.environ.get("ENV_SERVICE_TOKEN", "")
+# How long a session's phone stays leased without a step (then it is interrupted and routed).
+ENV_SERVICE_LEASE_SECONDS = int(os.environ.get("ENV_SERVICE_LEASE_SECONDS", "300"))
 
 LOGGING = {
     "version": 1,

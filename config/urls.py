@@ -23,6 +23,8 @@ urlpatterns = [
     path("", include("annotation.urls")),
     path("devices/", include("devices.urls")),
     path("benchmarks/", include("benchmark.urls")),
+    path("training/", include("training.urls")),
+    path("api/env/", include("training.env_urls")),
     path("api/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -1,5 +1,27 @@
+"""Snapshots and runs are records of their workflows: the admin shows them, never edits them."""
 from django.contrib import admin
 
-from training.models import TrainingRun
+from training.models import DataSnapshot, TrainingRun
 
-admin.site.register(TrainingRun)
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(TrainingRun)
+class TrainingRunAdmin(ReadOnlyAdmin):
+    list_display = ("id", "stage", "status", "snapshot", "base_model", "produced_model", "created_at")
+    list_filter = ("stage", "status")
+
+
+@admin.register(DataSnapshot)
+class DataSnapshotAdmin(ReadOnlyAdmin):
+    list_display = ("id", "kind", "status", "row_count", "content_hash", "created_at")
+    list_filter = ("kind", "status")

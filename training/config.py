@@ -1,0 +1,100 @@
+"""A training run's configuration: one JSON Schema per stage, defaults from the report (§5.1).
+
+CPT and SFT (§5.1): frozen vision encoder and projector, lr 1e-5 with warmup 0.05 and cosine decay to
+1e-6, batch 128, max sequence length 10240, one epoch. RL (§5.1): lr 1e-6, 8 queries per iteration
+× 8 rollouts (the group), λ = 1, at most 20 steps, the 5 most recent frames, prompts capped at 12288
+tokens. What the report does not give (clip ε, KL weight) takes common GRPO values and says so.
+
+Validation uses jsonschema (the same library as the query import format); an unknown key is refused
+with its name, so a misspelt "lerning_rate" never silently trains with the default.
+"""
+import copy
+
+import jsonschema
+
+DEFAULTS = {
+    "cpt": {"learning_rate": 1e-5, "min_learning_rate": 1e-6, "warmup_ratio": 0.05, "epochs": 1, "max_steps": 0,
+            "batch_size": 128, "micro_batch_size": 1, "max_seq_len": 10240, "freeze_vision": True,
+            "freeze_projector": True, "save_every": 50, "seed": 0, "image_max_pixels": 200704},
+    "rl": {"learning_rate": 1e-6, "min_learning_rate": 1e-6, "warmup_ratio": 0.0, "epochs": 1, "max_steps": 0,
+           "batch_size": 512, "micro_batch_size": 1, "max_seq_len": 12288, "freeze_vision": True,
+           "freeze_projector": True, "save_every": 50, "seed": 0, "image_max_pixels": 200704,
+           "queries_per_iteration": 8, "group_size": 8, "max_rollout_steps": 20, "screenshots_k": 5,
+           "lambda": 1.0, "advantage": "grpo", "clip_epsilon": 0.2, "kl_coef": 0.01, "ppo_epochs": 1,
+           "judge_passes": 5, "useful_range": [0.0, 1.0], "fallback_cap": 2,
+           "curriculum": {"progress": 0.0, "temperature": 0.25}},
+}
+DEFAULTS["sft"] = copy.deepcopy(DEFAULTS["cpt"])
+# Where a run's model comes from and how it is launched: not hyperparameters, but the same document.
+COMMON = {"model": {}, "launcher": "", "nproc": 0, "deepspeed": ""}
+
+_NUMBER = {"type": "number", "exclusiveMinimum": 0}
+_COUNT = {"type": "integer", "minimum": 1}
+_MODEL = {"type": "object", "additionalProperties": False, "maxProperties": 1,
+          "properties": {"tiny": {"type": "object"}, "path": {"type": "string", "minLength": 1}}}
+_PROPERTIES = {
+    "learning_rate": _NUMBER, "min_learning_rate": {"type": "number", "minimum": 0},
+    "warmup_ratio": {"type": "number", "minimum": 0, "maximum": 1}, "epochs": _NUMBER,
+    "max_steps": {"type": "integer", "minimum": 0}, "batch_size": _COUNT, "micro_batch_size": _COUNT,
+    "max_seq_len": {"type": "integer", "minimum": 64}, "freeze_vision": {"type": "boolean"},
+    "freeze_projector": {"type": "boolean"}, "save_every": _COUNT, "seed": {"type": "integer", "minimum": 0},
+    "image_max_pixels": {"type": "integer", "minimum": 784},
+    "model": _MODEL, "launcher": {"enum": ["", "torchrun", "accelerate", "llamafactory"]},
+    "nproc": {"type": "integer", "minimum": 0, "maximum": 1024},
+    "deepspeed": {"type": "string", "maxLength": 400},
+}
+_RL_PROPERTIES = {
+    "queries_per_iteration": _COUNT, "group_size": {"type": "integer", "minimum": 2},
+    "max_rollout_steps": _COUNT, "screenshots_k": _COUNT, "lambda": {"type": "number", "minimum": 0},
+    "advantage": {"enum": ["grpo", "gigpo"]}, "clip_epsilon": {"type": "number", "exclusiveMinimum": 0,
+                                                              "exclusiveMaximum": 1},
+    "kl_coef": {"type": "number", "minimum": 0}, "ppo_epochs": _COUNT, "judge_passes": _COUNT,
+    "useful_range": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1},
+                     "minItems": 2, "maxItems": 2},
+    "fallback_cap": {"type": "integer", "minimum": 0},
+    "curriculum": {"type": "object", "additionalProperties": False, "properties": {
+        "progress": {"type": "number", "minimum": 0, "maximum": 1}, "temperature": _NUMBER}},
+    "rl_run": {"type": "integer", "minimum": 1},
+    "reference": _MODEL,
+}
+
+
+class ConfigError(ValueError):
+    """A configuration the run cannot start with; the message names the key."""
+
+
+def schema(stage: str) -> dict:
+    properties = dict(_PROPERTIES)
+    if stage == "rl":
+        properties.update(_RL_PROPERTIES)
+    return {"type": "object", "additionalProperties": False, "properties": properties}
+
+
+def validate_config(stage: str, raw) -> dict:
+    """The run's full configuration (defaults filled in), or ConfigError naming what is wrong."""
+    if stage not in DEFAULTS:
+        raise ConfigError(f"unknown stage {stage!r}: one of {', '.join(DEFAULTS)}")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError("the configuration is a JSON object of settings")
+    unknown = sorted(set(raw) - set(schema(stage)["properties"]))
+    if unknown:
+        known = ", ".join(sorted(schema(stage)["properties"]))
+        raise ConfigError(f"unknown configuration key {unknown[0]!r} for a {stage} run (known keys: {known})")
+    try:
+        jsonschema.validate(raw, schema(stage))
+    except jsonschema.ValidationError as error:
+        where = ".".join(str(part) for part in error.absolute_path) or "configuration"
+        raise ConfigError(f"{where}: {error.message}") from None
+    config = {**copy.deepcopy(COMMON), **copy.deepcopy(DEFAULTS[stage]), **copy.deepcopy(raw)}
+    if stage == "rl":
+        config["curriculum"] = {**DEFAULTS["rl"]["curriculum"], **(raw.get("curriculum") or {})}
+        low, high = config["useful_range"]
+        if low > high:
+            raise ConfigError(f"useful_range: the low end {low} is above the high end {high}")
+    if config["min_learning_rate"] > config["learning_rate"]:
+        raise ConfigError("min_learning_rate is above learning_rate")
+    if config["micro_batch_size"] > config["batch_size"]:
+        raise ConfigError("micro_batch_size is above batch_size")
+    return config

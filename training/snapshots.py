@@ -1,0 +1,339 @@
+"""Pool snapshots: the exact rows of a pool at one moment, exported to the files a trainer reads.
+
+    create_snapshot(kind, config)  ->  TRAINING_ROOT/snapshots/<id>/
+        cpt, sft: data.jsonl + images/ + dataset_info.json + manifest.json (training/exports/chat.py)
+        rl:       train.parquet + images/ + manifest.json              (training/exports/rl_parquet.py)
+
+The same pool rows and config give the same content hash: rows in pool-row order, the mixture
+seeded (training/rules/mixture.py), images named by their sha256. The content hash is sha256 over,
+sample by sample, its canonical JSON line and the sha256 digest of each of its images' bytes (the
+digests, not the bytes again, so a verification reads each image file once).
+Queries held out for the benchmark (evaluation_only) never enter an export of any kind.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from flywheel.models import CptEntry, Line, RlQueryEntry, SftEntry
+from flywheel.policies.protocol import DEFAULT_K
+from training.exports import canonical_json, sha256_hex
+from training.exports.chat import (
+    IMAGE_PLACEHOLDER,
+    FrameCache,
+    SkippedSample,
+    masked_step_count,
+    step_sample,
+    trajectory_samples,
+)
+from training.exports.rl_parquet import read_rows, rl_row, write_parquet
+from training.models import DataSnapshot
+from training.rules.mixture import DEFAULT_KEY, mix, validate_ratios
+
+log = logging.getLogger(__name__)
+
+SETTINGS = ("sources", "k", "seed", "limit")
+MAX_K = 32
+RL_STATES = (RlQueryEntry.State.ACTIVE, RlQueryEntry.State.BANKED)
+# The sources a mixture may name per kind (RL channels are free text).
+KNOWN_SOURCES = {"cpt": set(Line.values), "sft": set(SftEntry.Intake.values), "rl": None}
+EMPTY_POOL = {
+    "cpt": "the CPT pool has no entries yet: execute steps on a collection line (every executed step that "
+           "passes the CPT cleaning enters the pool), then create the snapshot again",
+    "sft": "the SFT pool has no entries yet: verify trajectories (HTSC True, adjudication, ECDM repairs or "
+           "semi-automatic verification put them in the pool), then create the snapshot again",
+    "rl": "the RL query pool has no active or banked queries: bank Phase 0 queries or admit queries through "
+          "rollouts, then create the snapshot again",
+}
+
+
+# -- config ------------------------------------------------------------------------------------------
+
+def validate_config(kind: str, config: dict | None) -> dict:
+    """The snapshot settings with their defaults; ValueError naming the first bad key."""
+    if kind not in DataSnapshot.Kind.values:
+        raise ValueError(f"unknown snapshot kind {kind!r}; use one of {', '.join(DataSnapshot.Kind.values)}")
+    config = {} if config is None else config
+    if not isinstance(config, dict):
+        raise ValueError(f"the snapshot config must be a JSON object, not {type(config).__name__}")
+    unknown = sorted(set(config) - set(SETTINGS), key=str)
+    if unknown:
+        raise ValueError(f"unknown snapshot setting {unknown[0]!r}; the settings are {', '.join(SETTINGS)}")
+    sources = validate_ratios(config.get("sources") or {})
+    known = KNOWN_SOURCES[kind]
+    for source in sources:
+        if known is not None and source != DEFAULT_KEY and source not in known:
+            raise ValueError(f"sources: {source!r} is not a {kind.upper()} source; "
+                             f"use {', '.join(sorted(known))} or {DEFAULT_KEY!r}")
+    k = _integer(config.get("k", DEFAULT_K), "k", 1, MAX_K)
+    seed = _integer(config.get("seed", 0), "seed", 0, 2**63 - 1)
+    limit = config.get("limit")
+    limit = None if limit is None else _integer(limit, "limit", 1, None)
+    return {"sources": sources, "k": k, "seed": seed, "limit": limit}
+
+
+def _integer(value, key, low, high):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be an integer, not {value!r}")
+    if value < low or (high is not None and value > high):
+        raise ValueError(f"{key} must be between {low} and {high}" if high is not None else f"{key} must be ≥ {low}")
+    return value
+
+
+# -- the pools ------------------------------------------------------------------------------------------
+
+def pool_rows(kind: str, limit: int | None) -> tuple[list, int]:
+    """(the pool's exportable rows in id order, how many held-out rows were left out)."""
+    if kind == "cpt":
+        rows = CptEntry.objects.select_related("step__trajectory__query")
+        held_out = {"step__trajectory__query__evaluation_only": True}
+    elif kind == "sft":
+        rows = SftEntry.objects.select_related("trajectory__query")
+        held_out = {"trajectory__query__evaluation_only": True}
+    else:
+        rows = RlQueryEntry.objects.select_related("query").filter(state__in=RL_STATES)
+        held_out = {"query__evaluation_only": True}
+    excluded = rows.filter(**held_out).count()
+    rows = rows.exclude(**held_out).order_by("pk")
+    return list(rows[:limit] if limit else rows), excluded
+
+
+def source_of(kind: str, row) -> str:
+    return {"cpt": lambda: row.step.trajectory.line, "sft": lambda: row.intake, "rl": lambda: row.channel}[kind]()
+
+
+# -- building -------------------------------------------------------------------------------------------
+
+def snapshot_directory(snapshot_id: int) -> Path:
+    return Path(settings.TRAINING_ROOT) / "snapshots" / str(snapshot_id)
+
+
+def create_snapshot(kind: str, config: dict | None = None, user=None, name: str = "") -> DataSnapshot:
+    """Validate, record the snapshot (building) and export it now; returns it ready, empty or failed.
+    ValueError (the config or kind) before anything is written."""
+    config = validate_config(kind, config)
+    with transaction.atomic():
+        snapshot = DataSnapshot.objects.create(kind=kind, name=name[:200], config=config,
+                                               status=DataSnapshot.Status.BUILDING,
+                                               created_by=user if getattr(user, "pk", None) else None)
+    return build_snapshot(snapshot)
+
+
+def build_snapshot(snapshot: DataSnapshot) -> DataSnapshot:
+    """Write a building snapshot's files. Nothing escapes: a failure is recorded on the snapshot."""
+    directory = snapshot_directory(snapshot.pk)
+    partial = directory.with_name(f"{snapshot.pk}.partial")
+    try:
+        config = validate_config(snapshot.kind, snapshot.config)
+        rows, held_out = pool_rows(snapshot.kind, config["limit"])
+        stats = {"held_out_excluded": held_out, "pool_rows": _count_by(snapshot.kind, rows), "k": config["k"]}
+        if not rows:
+            return _finish(snapshot, DataSnapshot.Status.EMPTY, stats=stats, error=EMPTY_POOL[snapshot.kind])
+        by_source = {}
+        for row in rows:
+            by_source.setdefault(source_of(snapshot.kind, row), []).append(row)
+        # Pool-row order, a repeated row next to its copies (the sort is stable).
+        selected = sorted(mix(by_source, config["sources"], config["seed"]), key=lambda row: row.pk)
+        stats["selected_rows"] = _count_by(snapshot.kind, selected)
+        if not selected:
+            return _finish(snapshot, DataSnapshot.Status.EMPTY, stats=stats,
+                           error="the mixture ratios keep no rows of this pool: raise a ratio above 0 "
+                                 f"(pool rows per source: {stats['pool_rows']})")
+        shutil.rmtree(partial, ignore_errors=True)
+        (partial / "images").mkdir(parents=True)
+        export = _export_rl if snapshot.kind == "rl" else _export_chat
+        written = export(snapshot, selected, config, partial)
+        stats.update(written["stats"])
+        if not written["rows"]:
+            shutil.rmtree(partial, ignore_errors=True)
+            return _finish(snapshot, DataSnapshot.Status.EMPTY, stats=stats,
+                           error=f"no sample could be built from the {len(selected)} selected row(s): "
+                                 f"{len(stats.get('skipped', []))} skipped (see the reasons), the rest had "
+                                 "no executed unmasked step")
+        _write_manifest(snapshot, config, written, partial)
+        shutil.rmtree(directory, ignore_errors=True)
+        partial.rename(directory)
+        return _finish(snapshot, DataSnapshot.Status.READY, stats=stats, directory=str(directory),
+                       row_ids=written["row_ids"], row_count=len(written["rows"]),
+                       content_hash=written["content_hash"])
+    except Exception as error:  # a bug or a full disk: recorded on the snapshot, no half-written files
+        log.exception("snapshot %s failed", snapshot.pk)
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(directory, ignore_errors=True)
+        return _finish(snapshot, DataSnapshot.Status.FAILED, error=f"{type(error).__name__}: {error}")
+
+
+def _count_by(kind, rows) -> dict:
+    counts = {}
+    for row in rows:
+        source = source_of(kind, row)
+        counts[source] = counts.get(source, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _finish(snapshot, status, **fields) -> DataSnapshot:
+    fields = {"directory": "", "row_ids": [], "row_count": 0, "content_hash": "", "error": "",
+              "stats": snapshot.stats or {}, **fields}
+    snapshot.status = status
+    for key, value in fields.items():
+        setattr(snapshot, key, value)
+    snapshot.save(update_fields=["status", *fields])
+    return snapshot
+
+
+def _export_chat(snapshot, selected, config, directory: Path) -> dict:
+    """data.jsonl + images/ + dataset_info.json; each selected pool row gives its samples in order."""
+    frames, hasher = FrameCache(), hashlib.sha256()
+    rows, row_ids, images, skipped, by_source = [], [], {}, [], {}
+    masked, previous, samples = 0, None, []
+    with open(directory / "data.jsonl", "wb") as out:
+        for row in selected:
+            if row is not previous:  # a repeated row (mixture ratio > 1) reuses its samples
+                previous, samples = row, []
+                source = source_of(snapshot.kind, row)
+                meta = {"source": source, "pool_row": row.pk}
+                if snapshot.kind == "cpt":
+                    meta["query"] = row.step.trajectory.query_id
+                    built = [(row.step, _try(step_sample, row.step, config["k"], frames, meta))]
+                else:
+                    meta["query"] = row.trajectory.query_id
+                    built = list(trajectory_samples(row.trajectory, config["k"], frames, meta))
+                    masked += masked_step_count(row.trajectory)
+                for step, sample in built:
+                    if isinstance(sample, SkippedSample):
+                        skipped.append({"pool_row": row.pk, "step": step.index, "reason": str(sample)})
+                    else:
+                        samples.append(sample)
+            if samples:
+                row_ids.append(row.pk)
+            for sample in samples:
+                line = canonical_json(sample.record)
+                out.write(line + b"\n")
+                hasher.update(line + b"\n")
+                for path in sample.record["images"]:
+                    if path not in images:
+                        (directory / path).write_bytes(sample.images[path])
+                        images[path] = sha256_hex(sample.images[path])
+                    hasher.update(bytes.fromhex(images[path]))
+                meta = sample.record["meta"]
+                by_source[meta["source"]] = by_source.get(meta["source"], 0) + 1
+                rows.append({"sample": len(rows), "pool_row": meta["pool_row"], "trajectory": meta["trajectory"],
+                             "step": meta["step"], "source": meta["source"], "sha256": sha256_hex(line)})
+    (directory / "dataset_info.json").write_text(json.dumps(dataset_info(snapshot), indent=2))
+    return {"rows": rows, "row_ids": row_ids, "images": images, "content_hash": hasher.hexdigest(),
+            "stats": {"by_source": dict(sorted(by_source.items())), "skipped": skipped, "masked_steps": masked,
+                      "images": len(images)}}
+
+
+def _try(build, *args):
+    try:
+        return build(*args)
+    except SkippedSample as problem:
+        return problem
+
+
+def dataset_info(snapshot) -> dict:
+    """The LLaMA-Factory dataset_info.json entry of a chat snapshot (sharegpt with images)."""
+    return {f"flywheel_{snapshot.kind}_{snapshot.pk}": {
+        "file_name": "data.jsonl", "formatting": "sharegpt",
+        "columns": {"messages": "messages", "images": "images"},
+        "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
+                 "assistant_tag": "assistant", "system_tag": "system"}}}
+
+
+def _export_rl(snapshot, selected, config, directory: Path) -> dict:
+    hasher, records, rows, by_source = hashlib.sha256(), [], [], {}
+    for row in selected:
+        record = rl_row(row, index=len(records))
+        line = canonical_json(record)
+        hasher.update(line + b"\n")
+        records.append(record)
+        rows.append({"sample": len(rows), "pool_row": row.pk, "trajectory": None, "step": None,
+                     "source": row.channel, "sha256": sha256_hex(line)})
+        by_source[row.channel] = by_source.get(row.channel, 0) + 1
+    write_parquet(records, directory / "train.parquet")
+    return {"rows": rows, "row_ids": [row.pk for row in selected], "images": {},
+            "content_hash": hasher.hexdigest(),
+            "stats": {"by_source": dict(sorted(by_source.items())), "skipped": []}}
+
+
+def _write_manifest(snapshot, config, written, directory: Path) -> None:
+    manifest = {"snapshot": snapshot.pk, "kind": snapshot.kind, "content_hash": written["content_hash"],
+                "config": config, "rows": written["rows"], "images": written["images"],
+                "protocol": {"k": config["k"]}}
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False))
+
+
+# -- verifying --------------------------------------------------------------------------------------------
+
+def verify_snapshot(snapshot: DataSnapshot) -> list[str]:
+    """Recompute every hash from the files; the problems found ([] when the export is intact)."""
+    if snapshot.status != DataSnapshot.Status.READY:
+        return [f"the snapshot is {snapshot.status}: it has no files to verify"]
+    directory = Path(snapshot.directory)
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text())
+    except (OSError, ValueError) as error:
+        return [f"manifest.json cannot be read ({error})"]
+    problems = []
+    if manifest.get("content_hash") != snapshot.content_hash:
+        problems.append("manifest.json's content hash differs from the snapshot's")
+    try:
+        lines, digests = _sample_lines(snapshot.kind, directory, problems)
+    except (OSError, ValueError) as error:
+        return [*problems, f"the samples cannot be read ({type(error).__name__}: {error})"]
+    listed = manifest.get("rows") or []
+    if len(lines) != snapshot.row_count or len(lines) != len(listed):
+        problems.append(f"{len(lines)} samples in the files, {snapshot.row_count} recorded, "
+                        f"{len(listed)} in the manifest")
+    hasher = hashlib.sha256()
+    for number, (line, paths) in enumerate(lines):
+        hasher.update(line + b"\n")
+        if number < len(listed) and listed[number].get("sha256") != sha256_hex(line):
+            problems.append(f"sample {number} differs from its manifest hash")
+        for path in paths:
+            hasher.update(bytes.fromhex(digests.get(path) or "00"))
+    for path, digest in sorted(digests.items()):
+        if digest and (path != f"images/{digest}.png" or (manifest.get("images") or {}).get(path) != digest):
+            problems.append(f"{path} does not match its sha256")
+    if hasher.hexdigest() != snapshot.content_hash:
+        problems.append("the content hash recomputed from the files differs from the snapshot's")
+    return problems
+
+
+def _sample_lines(kind, directory: Path, problems: list) -> tuple[list, dict]:
+    """[(canonical sample bytes, image paths)] in file order, and {image path: sha256 of the file}."""
+    if kind == "rl":
+        return [(canonical_json(record), []) for record in read_rows(directory / "train.parquet")], {}
+    lines, digests = [], {}
+    with open(directory / "data.jsonl", "rb") as handle:
+        for number, raw in enumerate(handle):
+            record = json.loads(raw)
+            paths = list(record.get("images") or [])
+            user = next((m["content"] for m in record.get("messages", []) if m.get("role") == "user"), "")
+            if user.count(IMAGE_PLACEHOLDER) != len(paths):
+                problems.append(f"sample {number}: {user.count(IMAGE_PLACEHOLDER)} placeholders "
+                                f"for {len(paths)} images")
+            for path in paths:
+                if path not in digests:
+                    digests[path] = _file_sha256(directory / path)
+                    if digests[path] is None:
+                        problems.append(f"{path} is missing")
+            lines.append((canonical_json(record), paths))
+    return lines, digests
+
+
+def _file_sha256(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,261 @@
+"""Rewards of one finished RL rollout (report §3.3.2 eqs. 3–4, judged as §5.3.5 asks).
+
+The atomic, frame-bound conditions are the query's verification milestones (System B's rules,
+flywheel/evaluation/system_b.py): N_nec = the number of milestones, N_done = those reached in
+order (each after the previous one reached), each bound to the frame where it first held; the
+step whose action produced that frame made it hold. A query without milestones has them derived by
+the LLM judge when one is configured (as System B does); with no judge either, the HTSC verdict is
+the only condition (N_nec = 1, N_done = 1 when True).
+
+The HTSC verdict bounds progress: a True trajectory reached every necessary sub-goal (N_done =
+N_nec, e.g. a calibrated shortcut past an intermediate page), a False one did not (N_done ≤ N_nec −
+1, e.g. every milestone seen but the terminal check failed or the safety audit vetoed it).
+
+Step rewards (eq. 4) come from several judge passes (default 5) and their majority. With an LLM
+judge (flywheel/evaluation/llm_judge.py judge_model_version()) each pass asks it to rate every step,
+sampled with the judge's temperature and a per-pass seed; the frame-bound facts override its
+ratings (training/rules/rewards.py step_reward). Without a judge every pass is the deterministic
+rule, so the passes agree; they still go through the same majority. Reads only: nothing is written.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+
+from devices.uitree import all_nodes, parse_hierarchy
+from flywheel.evaluation.llm_judge import JudgeUnavailable, derive_milestones, history_text, judge_model_version
+from flywheel.evaluation.pipeline import trajectory_view
+from flywheel.evaluation.system_b import milestone_progress
+from flywheel.policies.protocol import AGENT_STOPS
+from flywheel.policies.safe_http import EndpointCallFailed, request_json
+from flywheel.rules.repetition import same_action
+from training.rules.rewards import (
+    ALPHA,
+    DEFAULT_PASSES,
+    StepFacts,
+    atomic_conditions_hold,
+    majority_step_rewards,
+    step_reward,
+    trajectory_reward,
+)
+
+USE_CONFIGURED = object()   # judge=...: the configured LLM judge (None: none at all)
+NEUTRAL_PACKAGES = ("com.android.systemui", "com.android.permissioncontroller",
+                    "com.google.android.permissioncontroller", "com.android.packageinstaller", "android")
+JUDGE_TEMPERATURE = 0.7     # a judge version's sampling.temperature overrides it
+
+
+@dataclass
+class Judgement:
+    """What the judge decided about one trajectory; the lists run over its samples (the steps where
+    the policy emitted an action: executed, or blocked by the audit), in order."""
+
+    trajectory: int
+    success: bool                    # the HTSC verdict is True
+    n_nec: int
+    n_done: int
+    reward: float                    # eq. 3
+    samples: list = field(default_factory=list)        # the Step rows (blocked ones carry the proposal)
+    step_rewards: list = field(default_factory=list)   # eq. 4, the majority over the passes
+    anchors: list = field(default_factory=list)        # anchor state of each sample (GiGPO)
+    conditions: list = field(default_factory=list)     # [{"name", "at_step", "held"}]
+    source: str = "milestones"       # milestones | derived milestones | verdict
+    passes: int = DEFAULT_PASSES
+    judge: str = ""                  # the LLM judge's name, "" for the rules
+    notes: list = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return len(self.samples)
+
+
+def anchor_key(hierarchy_xml: str, fallback: str) -> str:
+    """The state a step starts from, for GiGPO's anchor groups: a hash of the screen's elements
+    (class, id, text, description, package, bounds), the system UI left out so the status bar's
+    clock and notifications do not make every screen unique. No hierarchy: `fallback`."""
+    nodes = [node for node in all_nodes(parse_hierarchy(hierarchy_xml or ""))
+             if not node.package.startswith("com.android.systemui")]
+    if not nodes:
+        return fallback
+    canonical = json.dumps([[n.cls, n.resource_id, n.text, n.desc, n.package, list(n.bounds)] for n in nodes],
+                           ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def policy_steps(trajectory) -> list:
+    """The steps where the policy emitted an action: executed, or blocked by the audit (with the
+    proposal it made). Observation-only steps (a policy error) carry no action and no sample."""
+    chosen = []
+    for step in trajectory.steps.order_by("index"):
+        if step.executed_action is not None:
+            chosen.append(step)
+        elif (step.audit or {}).get("blocked") and step.proposed_action:
+            chosen.append(step)
+    return chosen
+
+
+def _is_blocked(step) -> bool:
+    return step.executed_action is None and bool((step.audit or {}).get("blocked"))
+
+
+def _left_task(before: str, after: str, apps: list[str]) -> bool:
+    if not apps or not after or after == before or after in apps:
+        return False
+    return not ("launcher" in after or after in NEUTRAL_PACKAGES)
+
+
+def screen_keys(view, prefix: str) -> list[str]:
+    """anchor_key of every screen of the view (screens() order); a screen without a hierarchy gets a
+    key of its own, so it is never the same state as another."""
+    return [anchor_key(xml, f"{prefix}:screen:{i}") for i, xml in enumerate(view.screens())]
+
+
+def step_facts(view, steps: list, samples: list, reached: list, success: bool, apps: list[str],
+               keys: list[str]) -> list[StepFacts]:
+    """The frame-bound facts of each sample (rewards.StepFacts), from the view (all steps in order),
+    the milestones' first-held screens, whether the trajectory succeeded and the screens' keys
+    (an unchanged screen is one with the same key: the status bar's clock does not count)."""
+    screens = view.screens()
+    position = {step.pk: i for i, step in enumerate(steps)}
+    executed_before = []  # for each screen index, the last executed view position before it
+    last = None
+    for i in range(len(screens)):
+        executed_before.append(last)
+        if i < len(steps) and steps[i].executed_action is not None:
+            last = i
+    advanced_at = {executed_before[hit[0]] for hit in reached if hit is not None and hit[0] < len(screens)}
+    ending = view.ending()
+    facts, previous_action = [], None
+    for number, step in enumerate(samples):
+        p = position[step.pk]
+        action = step.executed_action if step.executed_action is not None else step.proposed_action
+        is_last = number == len(samples) - 1
+        after = keys[p + 1] if p + 1 < len(screens) else None
+        next_package = steps[p + 1].foreground_package if p + 1 < len(steps) else ""
+        name = (action or {}).get("action")
+        declared = name == "terminate" and (action or {}).get("status") == "success"
+        facts.append(StepFacts(
+            advanced=p in advanced_at,
+            completes=is_last and success and ending == "success",
+            blocked=_is_blocked(step),
+            left_task=step.executed_action is not None and _left_task(step.foreground_package, next_package, apps),
+            stalled=(step.executed_action is not None and name not in AGENT_STOPS and previous_action is not None
+                     and same_action(previous_action, action) and after is not None and after == keys[p]),
+            false_success=declared and not success,
+        ))
+        if step.executed_action is not None:
+            previous_action = action
+    return facts
+
+
+def _ask_ratings(version, view, samples, conditions, seed: int) -> dict[int, int]:
+    """One judge pass: {step index: rating}. JudgeUnavailable when it does not answer usably."""
+    reached = "\n".join(f"- {c['name']}: " + (f"first held after step {c['at_step']}" if c["held"] else "never held")
+                        for c in conditions) or "(none)"
+    system = ("You rate every action of a phone agent's trajectory for its task: 1 when the step was "
+              "necessary for the task, 0 when it was harmless but useless, -1 when it pushed the task "
+              "off course (a wrong app or page, undoing progress, a repeated action that changed "
+              "nothing, declaring success that is not there). Answer JSON: "
+              '{"ratings": [{"step": step number, "rating": 1|0|-1}]}')
+    user = (f"Task: {view.goal}\nVerification conditions:\n{reached}\n\n{history_text(view)}\n\n"
+            f"Rate steps {', '.join(str(s.index) for s in samples)}.")
+    sampling = version.sampling or {}
+    body = {"model": version.served_model_name or version.name, "max_tokens": 1200, "seed": seed,
+            "temperature": float(sampling.get("temperature", JUDGE_TEMPERATURE)),
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+    try:
+        reply = request_json("POST", version.endpoint_url.rstrip("/") + "/chat/completions", body, 60)
+    except EndpointCallFailed as error:
+        raise JudgeUnavailable(f"judge endpoint call failed: {error}") from error
+    if reply.status != 200 or not isinstance(reply.data, dict):
+        raise JudgeUnavailable(f"judge endpoint answered HTTP {reply.status}")
+    try:
+        content = reply.data["choices"][0]["message"]["content"]
+        answer = json.loads(re.search(r"\{.*\}", content, re.DOTALL).group(0))
+        ratings = {int(item["step"]): int(item["rating"]) for item in answer["ratings"]}
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as error:
+        raise JudgeUnavailable(f"judge output is not the ratings JSON: {error}") from error
+    return {index: rating for index, rating in ratings.items() if rating in (-1, 0, 1)}
+
+
+@dataclass
+class Conditions:
+    """A query's atomic conditions: its milestones (or the judge's derivation), the same for every
+    rollout of the query, so N_nec is one number across the group."""
+
+    milestones: list
+    source: str                      # milestones | derived milestones | verdict
+    notes: list = field(default_factory=list)
+
+
+def query_conditions(query, version) -> Conditions:
+    milestones = (query.verification or {}).get("milestones") or []
+    if milestones:
+        return Conditions(milestones, "milestones")
+    if version is not None:
+        try:
+            return Conditions(derive_milestones(version, query.text), "derived milestones")
+        except JudgeUnavailable as error:
+            return Conditions([], "verdict", [f"milestones not derived: {error}"])
+    return Conditions([], "verdict")
+
+
+def resolve_judge(judge=USE_CONFIGURED):
+    return judge_model_version() if judge is USE_CONFIGURED else judge
+
+
+def judge_trajectory(trajectory, passes: int = DEFAULT_PASSES, judge=USE_CONFIGURED,
+                     alpha: float = ALPHA, conditions: Conditions | None = None) -> Judgement:
+    """Eq. 3's reward and eq. 4's step rewards of one finished rollout (its verdict decided).
+    `conditions`: the query's, when the caller judges a whole group (query_conditions)."""
+    if passes < 1:
+        raise ValueError(f"passes must be at least 1, not {passes}")
+    version = resolve_judge(judge)
+    view = trajectory_view(trajectory)
+    steps = list(trajectory.steps.order_by("index"))
+    samples = policy_steps(trajectory)
+    success = trajectory.verdict == "true"
+    conditions = conditions if conditions is not None else query_conditions(trajectory.query, version)
+    notes, source, milestones = list(conditions.notes), conditions.source, conditions.milestones
+    if milestones:
+        reached = milestone_progress(view, milestones, skip_missing=True)
+        reached += [None] * (len(milestones) - len(reached))
+        n_nec, n_done = len(milestones), sum(1 for hit in reached if hit is not None)
+        if success and not atomic_conditions_hold([hit is not None for hit in reached]):
+            notes.append("HTSC True: every necessary sub-goal counts as reached")
+        n_done = n_nec if success else min(n_done, n_nec - 1)
+    else:
+        reached = []
+        n_nec, n_done = 1, int(success)
+    keys = screen_keys(view, f"trajectory:{trajectory.pk}")
+    facts = step_facts(view, steps, samples, reached, success, trajectory.query.app_packages, keys)
+    held = [{"name": m.get("name") or m.get("text") or m.get("text_contains") or str(m),
+             "at_step": _responsible_index(steps, hit), "held": hit is not None}
+            for m, hit in zip(milestones, reached)]
+    position = {step.pk: i for i, step in enumerate(steps)}
+    rated, judge_name = [], ""
+    for number in range(passes):
+        ratings = {}
+        if version is not None and samples:
+            judge_name = version.name
+            try:
+                ratings = _ask_ratings(version, view, samples, held, seed=number)
+            except JudgeUnavailable as error:
+                notes.append(f"pass {number + 1}: the judge did not answer ({error}); the rules rated it")
+        rated.append([step_reward(f, ratings.get(s.index)) for f, s in zip(facts, samples)])
+    rewards = majority_step_rewards(rated) if samples else []
+    return Judgement(
+        trajectory=trajectory.pk, success=success, n_nec=n_nec, n_done=n_done,
+        reward=trajectory_reward(n_done, n_nec, len(samples), alpha), samples=samples,
+        step_rewards=rewards, anchors=[keys[position[s.pk]] for s in samples],
+        conditions=held, source=source, passes=passes, judge=judge_name, notes=notes)
+
+
+def _responsible_index(steps, hit):
+    """The Step.index of the last executed step before the frame where a condition first held."""
+    if hit is None:
+        return None
+    before = [s for s in steps[:hit[0]] if s.executed_action is not None]
+    return before[-1].index if before else None
