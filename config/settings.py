@@ -298,6 +298,8 @@ TRAINING_NPROC = int(os.environ.get("TRAINING_NPROC", "1"))
 TRAINING_BASE_MODEL = os.environ.get("TRAINING_BASE_MODEL", "")
 # The evolution loop's rounds (training.evolution): {"run": {...}, "snapshot": {...}} as JSON.
 TRAINING_LOOP_CONFIG = os.environ.get("TRAINING_LOOP_CONFIG", "{}")
+# A pool larger than this is exported by a training worker instead of in the request.
+TRAINING_SNAPSHOT_SYNC_ROWS = int(os.environ.get("TRAINING_SNAPSHOT_SYNC_ROWS", "500"))
 TRAINING_ROLLOUT_TIMEOUT_S = float(os.environ.get("TRAINING_ROLLOUT_TIMEOUT_S", str(3 * 3600)))
 # The environment service (training/env_service.py) over leased phones, for external RL frameworks.
 ENV_SERVICE_TOKEN = os.environ.get("ENV_SERVICE_TOKEN", "")

@@ -22,7 +22,7 @@ DEFAULTS = {
            "queries_per_iteration": 8, "group_size": 8, "max_rollout_steps": 20, "screenshots_k": 5,
            "lambda": 1.0, "advantage": "grpo", "clip_epsilon": 0.2, "kl_coef": 0.01, "ppo_epochs": 1,
            "judge_passes": 5, "useful_range": [0.0, 1.0], "fallback_cap": 2,
-           "curriculum": {"progress": 0.0, "temperature": 0.25}},
+           "curriculum": {"progress": None, "iterations": 10, "temperature": 0.25}},
 }
 DEFAULTS["sft"] = copy.deepcopy(DEFAULTS["cpt"])
 # Where a run's model comes from and how it is launched: not hyperparameters, but the same document.
@@ -53,7 +53,8 @@ _RL_PROPERTIES = {
                      "minItems": 2, "maxItems": 2},
     "fallback_cap": {"type": "integer", "minimum": 0},
     "curriculum": {"type": "object", "additionalProperties": False, "properties": {
-        "progress": {"type": "number", "minimum": 0, "maximum": 1}, "temperature": _NUMBER}},
+        "progress": {"type": ["number", "null"], "minimum": 0, "maximum": 1}, "iterations": _COUNT,
+        "temperature": _NUMBER}},
     "rl_run": {"type": "integer", "minimum": 1},
     "reference": _MODEL,
 }

@@ -20,7 +20,7 @@ from training.runs import RunError
 from training.supervisor import cancel_requested, set_phase
 
 FINISHED = (CollectionRun.Status.DONE, CollectionRun.Status.FAILED, CollectionRun.Status.CANCELLED)
-POLL_S = 2.0
+POLL_S = 5.0  # how often a waiting RL run looks at its rollouts again
 
 
 def query_history() -> dict[int, tuple[int, int]]:
@@ -33,9 +33,27 @@ def query_history() -> dict[int, tuple[int, int]]:
     return {entry: (s, a) for entry, (s, a) in history.items()}
 
 
-def curriculum_keys(config: dict) -> list[str]:
+def rl_iterations_behind(model) -> int:
+    """How many RL updates made `model`: the RL runs along its lineage."""
+    count, seen = 0, set()
+    while model is not None and model.pk not in seen:
+        seen.add(model.pk)
+        count += TrainingRun.objects.filter(produced_model=model, stage=TrainingRun.Stage.RL).exists()
+        model = model.parent
+    return count
+
+
+def curriculum_progress(config: dict, base_model) -> float:
+    """The config's progress, else the share of the planned iterations the lineage has done."""
+    curriculum = config.get("curriculum") or {}
+    if curriculum.get("progress") is not None:
+        return float(curriculum["progress"])
+    return min(1.0, rl_iterations_behind(base_model) / max(1, int(curriculum.get("iterations", 10))))
+
+
+def curriculum_keys(config: dict, base_model=None) -> list[str]:
     """Xiaomi-GUI-0 §4.4: smoothed success rates, a softmax whose preference moves from easier to
-    harder queries as training progresses (config "curriculum": {"progress", "temperature"})."""
+    harder queries as training progresses (config "curriculum": {"progress", "iterations", "temperature"})."""
     entries = list(RlQueryEntry.objects.filter(state__in=("active", "banked"), query__evaluation_only=False)
                    .select_related("query").order_by("pk"))
     if not entries:
@@ -44,7 +62,7 @@ def curriculum_keys(config: dict) -> list[str]:
     history = query_history()
     rates = [smoothed_success_rate(*history.get(entry.pk, (0, 0))) for entry in entries]
     curriculum = config.get("curriculum") or {}
-    weights = sampling_weights(rates, progress=curriculum.get("progress", 0.0),
+    weights = sampling_weights(rates, progress=curriculum_progress(config, base_model),
                                temperature=curriculum.get("temperature", 0.25))
     count = min(int(config["queries_per_iteration"]), len(entries))
     return sample_queries([entry.query.key for entry in entries], weights, count, seed=int(config.get("seed", 0)))
@@ -60,7 +78,7 @@ def start_rollouts(run: TrainingRun) -> CollectionRun:
     known = (run.progress or {}).get("rl_run")
     if known:  # resumed: the rollouts already launched are the ones to learn from
         return CollectionRun.objects.get(pk=known)
-    keys = curriculum_keys(config)
+    keys = curriculum_keys(config, run.base_model)
     collection = launch_run(Line.RL, {"keys": keys, "pool": "rl"}, model_version=run.base_model,
                             config={"repeats": int(config["group_size"]), "max_steps": int(config["max_rollout_steps"]),
                                     "phones": int(getattr(settings, "TRAINING_ROLLOUT_PHONES", 4))},
@@ -75,28 +93,34 @@ def rollouts_settled(collection: CollectionRun) -> bool:
         run=collection, verdict="pending").exists()
 
 
-def prepare_rollouts(run: TrainingRun, run_dir: Path) -> Path | None:
-    """The rollouts file for the update, or None when the run was cancelled while collecting."""
+WAITING, CANCELLED, READY = "waiting", "cancelled", "ready"
+
+
+def poll_rollouts(run: TrainingRun, run_dir: Path) -> tuple[str, Path | None]:
+    """One look at the run's rollouts: (WAITING, None) while they are collected and judged — the
+    task asks again later instead of holding a worker the rollouts themselves need —, (CANCELLED,
+    None), or (READY, the rollouts file for the update)."""
     from training.rl_data import build_rollouts
 
     collection = start_rollouts(run)
-    deadline = time.monotonic() + float(getattr(settings, "TRAINING_ROLLOUT_TIMEOUT_S", 3 * 3600))
-    while not rollouts_settled(collection):
+    if not rollouts_settled(collection):
         if cancel_requested(run):
             if collection.status not in FINISHED:
                 cancel_collection(collection)
-            return None
-        if time.monotonic() > deadline:
+            return CANCELLED, None
+        started = float((TrainingRun.objects.get(pk=run.pk).progress or {}).get("rollout_started") or time.time())
+        if time.time() - started > float(getattr(settings, "TRAINING_ROLLOUT_TIMEOUT_S", 3 * 3600)):
             raise RunError(f"the rollouts of RL run #{collection.pk} did not settle in time "
                            f"({collection.completed}/{collection.total} collected)")
-        set_phase(run, "rollout", rl_run=collection.pk, collected=collection.completed, total=collection.total)
-        time.sleep(POLL_S)
+        set_phase(run, "rollout", rl_run=collection.pk, collected=collection.completed, total=collection.total,
+                  rollout_started=started, waiting=True)
+        return WAITING, None
     config = run.config
     stats = build_rollouts(collection, run_dir / "rollouts", lam=float(config["lambda"]),
                            advantage=config["advantage"], passes=int(config["judge_passes"]),
                            useful=tuple(config["useful_range"]), fallback_cap=int(config["fallback_cap"]))
-    set_phase(run, "update", rl_run=collection.pk, rollouts=stats)
+    set_phase(run, "update", rl_run=collection.pk, rollouts=stats, waiting=False)
     if not stats.get("rows"):
         raise RunError(f"no rollout group of RL run #{collection.pk} is in the useful range: "
-                       f"{stats.get('dropped') or 'nothing to learn from'}")
-    return run_dir / "rollouts" / "rollouts.jsonl"
+                       f"{stats.get('dropped_reasons') or stats.get('rollouts_left_out') or 'nothing to learn from'}")
+    return READY, run_dir / "rollouts" / "rollouts.jsonl"

@@ -114,15 +114,28 @@ def snapshot_directory(snapshot_id: int) -> Path:
     return Path(settings.TRAINING_ROOT) / "snapshots" / str(snapshot_id)
 
 
-def create_snapshot(kind: str, config: dict | None = None, user=None, name: str = "") -> DataSnapshot:
-    """Validate, record the snapshot (building) and export it now; returns it ready, empty or failed.
-    ValueError (the config or kind) before anything is written."""
+def create_snapshot(kind: str, config: dict | None = None, user=None, name: str = "",
+                    background: bool | None = None) -> DataSnapshot:
+    """Validate, record the snapshot (building) and export it; ValueError (the config or kind) before
+    anything is written. Exported now (returned ready, empty or failed), or — `background`, or by
+    default when the pool holds more than TRAINING_SNAPSHOT_SYNC_ROWS rows — by a training worker
+    after commit (returned building; its page follows it)."""
     config = validate_config(kind, config)
+    if background is None:
+        background = pool_size(kind) > int(getattr(settings, "TRAINING_SNAPSHOT_SYNC_ROWS", 500))
     with transaction.atomic():
         snapshot = DataSnapshot.objects.create(kind=kind, name=name[:200], config=config,
                                                status=DataSnapshot.Status.BUILDING,
                                                created_by=user if getattr(user, "pk", None) else None)
-    return build_snapshot(snapshot)
+        if background:
+            from training.tasks import build_snapshot_task
+
+            transaction.on_commit(lambda: build_snapshot_task.apply_async((snapshot.pk,), queue="training"))
+    return snapshot if background else build_snapshot(snapshot)
+
+
+def pool_size(kind: str) -> int:
+    return {"cpt": CptEntry, "sft": SftEntry, "rl": RlQueryEntry}[kind].objects.count()
 
 
 def build_snapshot(snapshot: DataSnapshot) -> DataSnapshot:

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from training.launch import LaunchError, trainer_command, write_launch_files
 from training.models import TrainingRun
-from training.runs import RunError, finish_run
+from training.runs import RunError, enqueue, finish_run
 
 log = logging.getLogger(__name__)
 POLL_S = 1.0
@@ -38,10 +38,18 @@ def _die_with_parent():  # runs in the child between fork and exec
 
 
 def claim(run_id: int) -> TrainingRun | None:
-    """Queued → running, once, however often the task is delivered."""
+    """Queued → running, once, however often the task is delivered; or the next look of an RL run
+    that waits for its rollouts (one delivery takes the turn)."""
     with transaction.atomic():
         run = TrainingRun.objects.select_for_update().filter(pk=run_id).first()
-        if run is None or run.status != TrainingRun.Status.QUEUED:
+        if run is None:
+            return None
+        progress = run.progress or {}
+        if run.status == TrainingRun.Status.RUNNING and progress.get("waiting"):
+            run.progress, run.heartbeat_at = {**progress, "waiting": False}, timezone.now()
+            run.save(update_fields=["progress", "heartbeat_at"])
+            return run
+        if run.status != TrainingRun.Status.QUEUED:
             return None
         now = timezone.now()
         run.status, run.attempts, run.heartbeat_at = TrainingRun.Status.RUNNING, run.attempts + 1, now
@@ -133,6 +141,7 @@ def supervise(run: TrainingRun, command: list[str], run_dir: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(settings.BASE_DIR), "PYTHONUNBUFFERED": "1",
            "TOKENIZERS_PARALLELISM": "false"}
     set_phase(run, "training", command=command)
+    (run_dir / "CANCEL").unlink(missing_ok=True)  # a cancel that was already honoured is not the new one
     with open(log_path, "ab") as output:
         process = subprocess.Popen(command, cwd=settings.BASE_DIR, stdout=output, stderr=subprocess.STDOUT,
                                    env=env, preexec_fn=_die_with_parent)
@@ -162,10 +171,13 @@ def execute_run(run_id: int) -> str:
             return TrainingRun.Status.CANCELLED
         rollouts = None
         if run.stage == "rl":
-            from training.rl_round import prepare_rollouts
+            from training.rl_round import CANCELLED, POLL_S, WAITING, poll_rollouts
 
-            rollouts = prepare_rollouts(run, run_dir)
-            if rollouts is None:  # cancelled while its rollouts were collected
+            state, rollouts = poll_rollouts(run, run_dir)
+            if state == WAITING:
+                transaction.on_commit(lambda: enqueue(run.pk, countdown=POLL_S))
+                return "waiting"
+            if state == CANCELLED:
                 end(run, TrainingRun.Status.CANCELLED)
                 return TrainingRun.Status.CANCELLED
         config = trainer_config(run, rollouts)

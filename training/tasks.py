@@ -30,3 +30,13 @@ def check_model_endpoints() -> dict:
         ModelVersion.objects.filter(pk=version.pk).update(health=health, health_checked_at=timezone.now())
         results[version.name] = bool(health.get("ok"))
     return results
+
+
+@shared_task(acks_late=True)
+def build_snapshot_task(snapshot_id: int) -> str:
+    """A large export, built by a training worker (the page follows its status)."""
+    from training.models import DataSnapshot
+    from training.snapshots import build_snapshot
+
+    snapshot = DataSnapshot.objects.filter(pk=snapshot_id, status=DataSnapshot.Status.BUILDING).first()
+    return build_snapshot(snapshot).status if snapshot else "skipped"

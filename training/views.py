@@ -63,6 +63,8 @@ def snapshot_create(request):
         return redirect("training-home")
     if snapshot.status == DataSnapshot.Status.READY:
         messages.success(request, f"Snapshot #{snapshot.pk}: {snapshot.row_count} samples.")
+    elif snapshot.status == DataSnapshot.Status.BUILDING:
+        messages.info(request, f"Snapshot #{snapshot.pk} is a large export: a training worker builds it.")
     else:
         messages.warning(request, f"Snapshot #{snapshot.pk} is {snapshot.get_status_display().lower()}: {snapshot.error}")
     return redirect("training-snapshot", snapshot_id=snapshot.pk)

@@ -42,7 +42,8 @@ def test_rl_specific_checks():
     with pytest.raises(ConfigError, match="low end"):
         validate_config("rl", {"useful_range": [0.8, 0.2]})
     assert validate_config("rl", {"advantage": "gigpo"})["advantage"] == "gigpo"
-    assert validate_config("rl", {"curriculum": {"progress": 0.5}})["curriculum"] == {"progress": 0.5, "temperature": 0.25}
+    assert validate_config("rl", {"curriculum": {"progress": 0.5}})["curriculum"] == {"progress": 0.5, "iterations": 10,
+                                                                                       "temperature": 0.25}
     with pytest.raises(ConfigError):
         validate_config("dpo", {})
     with pytest.raises(ConfigError):
@@ -52,7 +53,7 @@ def test_rl_specific_checks():
 def test_defaults_are_not_shared_between_runs():
     first = validate_config("rl", {})
     first["curriculum"]["progress"] = 0.9
-    assert DEFAULTS["rl"]["curriculum"]["progress"] == 0.0
+    assert DEFAULTS["rl"]["curriculum"]["progress"] is None
 
 
 def test_launch_commands_are_argument_lists(tmp_path):

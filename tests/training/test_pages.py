@@ -141,3 +141,21 @@ def test_the_api_launches_through_the_workflow(client_as):
     assert client.post(f"/api/training-runs/{run_id}/cancel/").json()["status"] == "cancelled"
     assert client.post(f"/api/training-runs/{run_id}/cancel/").status_code == 409
     assert client_as("annotator").get("/api/training-runs/").status_code == 403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_large_pool_is_exported_by_a_worker(client_as, settings, monkeypatch):
+    settings.TRAINING_SNAPSHOT_SYNC_ROWS = 1
+    sent = []
+    from training import tasks
+
+    monkeypatch.setattr(tasks.build_snapshot_task, "apply_async", lambda args, queue: sent.append((args, queue)))
+    for _ in range(2):
+        sft(make_trajectory(n_steps=2))
+    client = client_as("manager")
+    reply = client.post("/training/snapshots/", {"kind": "sft"}, follow=True)
+    snapshot = DataSnapshot.objects.get()
+    assert snapshot.status == "building" and sent == [((snapshot.pk,), "training")]
+    assert "a training worker builds it" in reply.content.decode() and 'hx-trigger="every 2s"' in reply.content.decode()
+    assert tasks.build_snapshot_task(snapshot.pk) == "ready"  # what the worker runs
+    assert tasks.build_snapshot_task(snapshot.pk) == "skipped"  # delivered twice: built once

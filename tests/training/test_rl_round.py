@@ -1,0 +1,57 @@
+"""Which queries an RL run rolls out: curriculum sampling over the RL pool (Xiaomi-GUI-0 §4.4)."""
+from collections import Counter
+
+import pytest
+
+from flywheel.models import ModelVersion, Query, RlQueryEntry, RlRollout
+from training.models import TrainingRun
+from training.rl_round import curriculum_keys, curriculum_progress
+from training.runs import RunError
+
+pytestmark = pytest.mark.django_db
+
+
+def pool(successes_by_key: dict[str, tuple[int, int]]):
+    for key, (wins, tries) in successes_by_key.items():
+        entry = RlQueryEntry.objects.create(query=Query.objects.create(key=key, text=f"goal {key}", tier="L2"),
+                                            state="active", channel="routing")
+        RlRollout.objects.create(entry=entry, outcomes=["true"] * wins + ["false"] * (tries - wins),
+                                 decision="keep")
+
+
+def draws(config, base=None, rounds=200):
+    counts = Counter()
+    for seed in range(rounds):
+        counts.update(curriculum_keys({**config, "seed": seed}, base))
+    return counts
+
+
+def test_early_training_favours_easy_queries_and_late_training_hard_ones():
+    pool({"easy": (7, 8), "hard": (1, 8), "middle": (4, 8)})
+    config = {"queries_per_iteration": 1, "curriculum": {"temperature": 0.25}}
+    early = draws({**config, "curriculum": {"progress": 0.0, "temperature": 0.25}})
+    late = draws({**config, "curriculum": {"progress": 1.0, "temperature": 0.25}})
+    assert early["easy"] > early["middle"] > early["hard"]
+    assert late["hard"] > late["middle"] > late["easy"]
+
+
+def test_held_out_queries_are_never_drawn_and_an_empty_pool_says_what_to_do():
+    with pytest.raises(RunError, match="no active or banked"):
+        curriculum_keys({"queries_per_iteration": 2})
+    pool({"train": (1, 2)})
+    held_out = Query.objects.create(key="held", text="held out", tier="L2", evaluation_only=True)
+    RlQueryEntry.objects.create(query=held_out, state="active")
+    assert curriculum_keys({"queries_per_iteration": 5}) == ["train"]
+
+
+def test_progress_follows_the_lineage_when_the_config_does_not_set_it():
+    base = ModelVersion.objects.create(name="sft")
+    once = ModelVersion.objects.create(name="rl-1", parent=base)
+    TrainingRun.objects.create(stage="rl", produced_model=once, status="done")
+    twice = ModelVersion.objects.create(name="rl-2", parent=once)
+    TrainingRun.objects.create(stage="rl", produced_model=twice, status="done")
+    config = {"curriculum": {"progress": None, "iterations": 4}}
+    assert curriculum_progress(config, base) == 0.0
+    assert curriculum_progress(config, twice) == 0.5
+    assert curriculum_progress({"curriculum": {"progress": 0.9, "iterations": 4}}, twice) == 0.9
+    assert curriculum_progress({"curriculum": {"progress": None, "iterations": 1}}, twice) == 1.0

@@ -1,0 +1,342 @@
+"""The CPT/SFT trainer (training/trainer/sft.py) on CPU: a tiny Qwen2.5-VL built from a config alone
+(offline byte-level tokenizer) trains on a real export directory (data.jsonl + PNG screenshots in the
+contract's format): the loss falls, only the language model moves, the checkpoint reloads to the same
+logits, the labels cover the response alone, and the run cancels, resumes after a kill -9 and runs
+under torchrun with two gloo ranks."""
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image, ImageDraw
+
+from flywheel.policies.protocol import format_output, system_prompt
+from tests.conftest import BIN, ROOT
+from training.trainer import data as samples_io
+from training.trainer.sft import freeze, lr_factor
+from training.trainer.sft import main as sft_main
+from training.trainer.state import read_metrics, read_status
+from training.trainer.tiny import build_tiny, load_model, save_artifact
+
+APPS = ["Settings", "Clock", "Contacts", "Calendar", "Files", "Maps", "Notes", "Weather", "Camera", "Music"]
+
+
+def screenshot(index: int, step: int) -> bytes:
+    """A phone-shaped PNG with a status bar, a title, list rows and a highlighted button."""
+    image = Image.new("RGB", (270, 540), (245, 245, 245))
+    draw = ImageDraw.Draw(image)
+    draw.rectangle([0, 0, 270, 24], fill=(30, 30, 30))
+    draw.text((8, 6), f"12:0{step}  4G  87%", fill=(255, 255, 255))
+    draw.text((12, 40), APPS[index % len(APPS)], fill=(0, 0, 0))
+    for row in range(6):
+        top = 80 + row * 60
+        draw.rectangle([8, top, 262, top + 50], outline=(200, 200, 200), fill=(255, 255, 255))
+        draw.text((20, top + 18), f"Item {row + 1} of {APPS[(index + row) % len(APPS)]}", fill=(40, 40, 40))
+    draw.rectangle([60, 460 - step * 10, 210, 500 - step * 10], fill=(20 + 20 * index % 200, 120, 220))
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()
+
+
+def write_image(directory: Path, png: bytes) -> str:
+    name = f"images/{hashlib.sha256(png).hexdigest()}.png"
+    (directory / "images").mkdir(parents=True, exist_ok=True)
+    (directory / name).write_bytes(png)
+    return name
+
+
+def step_sample(directory: Path, index: int, frames: int = 2) -> tuple[list[dict], list[str], str]:
+    """(prompt messages, images, response) of one protocol step with `frames` screenshots."""
+    app = APPS[index % len(APPS)]
+    images = [write_image(directory, screenshot(index, step)) for step in range(frames)]
+    history = "Step 1: [Observation] The home screen. [Reflection] [Plan] Open the app. " \
+              f"[Decision] Open {app}. [Memory] <tool_call>{{\"action\": \"open\", \"app\": \"{app}\"}}</tool_call>"
+    user = (f"Goal: In {app}, turn on the option in row {index % 6 + 1}\n\nHistory:\n{history}\n\n"
+            f"The last {frames} screenshot(s) follow, oldest first; the last is the current screen."
+            + "<image>" * frames)
+    cot = {"Observation": f"{app} shows six rows; row {index % 6 + 1} is off.", "Reflection": "",
+           "Plan": f"Tap row {index % 6 + 1}, then check that it is on.",
+           "Decision": f"Tap row {index % 6 + 1}.", "Memory": f"{app} is open."}
+    action = {"action": "click", "point": [500, 180 + 110 * (index % 6)], "coords": "thousandths"}
+    prompt = [{"role": "system", "content": system_prompt()}, {"role": "user", "content": user}]
+    return prompt, images, format_output(cot, action)
+
+
+def make_export(directory: Path, count: int = 8, frames: int = 2) -> Path:
+    """A snapshot directory in the contract's format (data.jsonl, images/, dataset_info.json)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "data.jsonl", "w") as handle:
+        for index in range(count):
+            prompt, images, response = step_sample(directory, index, frames)
+            record = {"messages": prompt + [{"role": "assistant", "content": response}], "images": images,
+                      "meta": {"trajectory": index // 3, "step": index % 3, "source": "htsc_true",
+                               "pool_row": index, "query": index // 3}}
+            handle.write(json.dumps(record) + "\n")
+    (directory / "dataset_info.json").write_text(json.dumps({"flywheel_sft_1": {
+        "file_name": "data.jsonl", "formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
+        "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant",
+                 "system_tag": "system"}}}))
+    return directory
+
+
+def write_config(tmp_path: Path, dataset: Path, name: str = "run", **overrides) -> Path:
+    run_dir = tmp_path / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config = {"stage": "sft", "dataset_dir": str(dataset), "output_dir": str(run_dir), "model": {"tiny": {}},
+              "learning_rate": 1e-2, "min_learning_rate": 1e-3, "warmup_ratio": 0.1, "epochs": 1, "max_steps": 8,
+              "batch_size": 2, "micro_batch_size": 1, "max_seq_len": 10240, "freeze_vision": True,
+              "freeze_projector": True, "save_every": 4, "seed": 0, "deepspeed": "", "image_max_pixels": 200704,
+              "launcher": "torchrun", "nproc": 1, **overrides}
+    (run_dir / "config.json").write_text(json.dumps(config))
+    return run_dir / "config.json"
+
+
+def trainer_env() -> dict:
+    return dict(os.environ, PYTHONPATH=str(ROOT), TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="2")
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory):
+    return make_export(tmp_path_factory.mktemp("snapshot"), count=8)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, export):
+    """One finished 8-step run (batch 2), shared by the tests that read its results."""
+    config = write_config(tmp_path_factory.mktemp("trained"), export)
+    started = time.time()
+    assert sft_main(["--config", str(config)]) == 0
+    elapsed = time.time() - started
+    print(f"\ntiny SFT: 8 steps in {elapsed:.1f} s ({8 * 60 / elapsed:.1f} steps/min, model build included)")
+    return config.parent
+
+
+def test_labels_cover_the_assistant_text_and_its_end_token_only(export):
+    _, processor = build_tiny({})
+    samples, skipped = samples_io.load_samples(export / "data.jsonl", processor, 10240)
+    assert len(samples) == 8 and skipped == {"too_long": 0, "bad_image": 0}
+    record = json.loads((export / "data.jsonl").read_text().splitlines()[3])
+    encoded = samples_io.encode(samples[3], processor)
+    labels, input_ids = encoded["labels"], encoded["input_ids"]
+    labelled = (labels != -100).nonzero().flatten()
+    # One contiguous span at the very end: everything before it (system, goal, history, images) is -100.
+    assert labelled.tolist() == list(range(len(labels) - len(labelled), len(labels)))
+    assert torch.equal(labels[labelled], input_ids[labelled])
+    decoded = processor.tokenizer.decode(labels[labelled])
+    assert decoded == record["messages"][2]["content"] + "<|im_end|>"
+    assert "[Observation]" in decoded and "<tool_call>" in decoded
+    prompt_text = processor.tokenizer.decode(input_ids[: labelled[0]])
+    assert prompt_text.count("<|vision_start|>") == 2 and f"Goal: In {APPS[3]}," in prompt_text
+    assert prompt_text.endswith("<|im_start|>assistant\n")
+    image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    merge = processor.image_processor.merge_size ** 2
+    assert int((input_ids == image_pad).sum()) == int(encoded["image_grid_thw"].prod(-1).sum()) // merge
+
+
+def test_too_long_and_corrupt_samples_are_skipped_and_counted(tmp_path):
+    export = make_export(tmp_path / "snapshot", count=3)
+    first = json.loads((export / "data.jsonl").read_text().splitlines()[0])
+    (export / first["images"][0]).write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
+    _, processor = build_tiny({})
+    samples, skipped = samples_io.load_samples(export / "data.jsonl", processor, 10240)
+    assert [sample.position for sample in samples] == [1, 2] and skipped == {"too_long": 0, "bad_image": 1}
+    lengths = [sample.length for sample in samples]
+    samples, skipped = samples_io.load_samples(export / "data.jsonl", processor, min(lengths))
+    assert len(samples) == 1 and skipped == {"too_long": 1, "bad_image": 1}
+
+
+def test_data_order_is_deterministic_and_sharded():
+    assert samples_io.global_batch(10, 0, 0, 4) == samples_io.global_batch(10, 0, 0, 4)
+    assert samples_io.global_batch(10, 0, 0, 4) != samples_io.global_batch(10, 1, 0, 4)
+    stream = [p for step in range(5) for p in samples_io.global_batch(10, 3, step, 4)]
+    assert sorted(stream[:10]) == list(range(10)) and sorted(stream[10:20]) == list(range(10))  # epochs
+    batch = samples_io.global_batch(10, 3, 1, 4)
+    assert samples_io.shard(batch, 0, 2) + samples_io.shard(batch, 1, 2) == batch[0::2] + batch[1::2]
+    assert samples_io.total_steps(10, 4, 1.0) == 3 and samples_io.total_steps(10, 4, 1.0, max_steps=7) == 7
+
+
+def test_the_schedule_warms_up_then_decays_to_the_minimum():
+    factors = [lr_factor(step, 20, 2, 0.1) for step in range(20)]
+    assert factors[0] == pytest.approx(0.5) and factors[1] == pytest.approx(1.0) and factors[2] == pytest.approx(1.0)
+    assert factors[-1] == pytest.approx(0.1)
+    assert all(a >= b for a, b in zip(factors[1:], factors[2:]))
+
+
+def test_sft_loss_falls_and_only_the_language_model_moves(trained, export):
+    metrics = read_metrics(trained)
+    assert [point["step"] for point in metrics] == list(range(1, 9))
+    first, last = sum(p["loss"] for p in metrics[:2]) / 2, sum(p["loss"] for p in metrics[-2:]) / 2
+    assert last < first * 0.8, [p["loss"] for p in metrics]
+    assert metrics[0]["lr"] == pytest.approx(1e-2) and metrics[-1]["lr"] == pytest.approx(1e-3)
+    status = read_status(trained)
+    assert status["state"] == "done" and status["step"] == status["total_steps"] == 8
+    assert status["checkpoint"].endswith("checkpoint-8") and status["trainable_parameters"] > 0
+    assert sorted(p.name for p in trained.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-8"]
+    initial, _ = build_tiny({}, seed=0)
+    final, processor = load_model({"path": str(trained / "final")})
+    before, after = initial.state_dict(), final.state_dict()
+    vision = [name for name in before if name.startswith("model.visual.")]
+    assert vision and any(".merger." in name for name in vision)
+    assert all(torch.equal(before[name], after[name]) for name in vision)  # encoder and projector frozen
+    language = [name for name in before if name.startswith(("model.language_model.", "lm_head."))]
+    assert sum(not torch.equal(before[name], after[name]) for name in language) > len(language) // 2
+
+
+def test_the_final_checkpoint_reloads_to_the_same_logits(trained, export, tmp_path):
+    model, processor = load_model({"path": str(trained / "final")})
+    samples, _ = samples_io.load_samples(export / "data.jsonl", processor, 10240)
+    batch = samples_io.collate([samples_io.encode(samples[0], processor)], processor.tokenizer.pad_token_id)
+    # Train the loaded model one more step in memory, save it, reload it: the same logits.
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    logprobs, _ = samples_io.response_logprobs(model, batch)
+    (-logprobs.sum()).backward()
+    optimizer.step()
+    save_artifact(model, processor, tmp_path / "saved")
+    reloaded, processor_again = load_model({"path": str(tmp_path / "saved")})
+    assert processor_again.chat_template == processor.chat_template
+    inputs = {key: value for key, value in batch.items() if key != "labels"}
+    model.eval(), reloaded.eval()
+    with torch.no_grad():
+        in_memory = model(**inputs).logits
+        assert torch.equal(reloaded(**inputs).logits, in_memory)
+        # and the run's last checkpoint holds the weights of its final artifact
+        checkpoint, _ = load_model({"path": str(trained / "checkpoint-8")})
+        final, _ = load_model({"path": str(trained / "final")})
+        assert torch.equal(checkpoint.eval()(**inputs).logits, final.eval()(**inputs).logits)
+        assert not torch.equal(final(**inputs).logits, in_memory)
+    saved = json.loads((trained / "final" / "preprocessor_config.json").read_text())
+    assert saved["processor_class"] == "Qwen2_5_VLProcessor"
+    assert (trained / "final" / "model.safetensors").exists() and (trained / "final" / "chat_template.jinja").exists()
+
+
+def test_a_cancel_file_stops_the_run_with_a_checkpoint(tmp_path, export):
+    config = write_config(tmp_path, export, max_steps=50, save_every=100)
+    process = subprocess.Popen([sys.executable, "-m", "training.trainer.sft", "--config", str(config)], cwd=ROOT,
+                               env=trainer_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    run_dir = config.parent
+    deadline = time.time() + 120
+    while not read_metrics(run_dir) and time.time() < deadline and process.poll() is None:
+        time.sleep(0.2)
+    (run_dir / "CANCEL").touch()
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 0, output.decode()[-3000:]
+    status = read_status(run_dir)
+    assert status["state"] == "cancelled" and 1 <= status["step"] < 50
+    assert Path(status["checkpoint"]).name == f"checkpoint-{status['step']}"
+    assert (Path(status["checkpoint"]) / "trainer_state.pt").exists() and not (run_dir / "final").exists()
+    assert not (run_dir / "CANCEL").exists()   # honoured: a later resume does not stop at once
+    # Resumed, it goes on from there; SIGTERM (what a launcher or the worker sends) cancels it the same way.
+    cancelled_at = status["step"]
+    process = subprocess.Popen([sys.executable, "-m", "training.trainer.sft", "--config", str(config)], cwd=ROOT,
+                               env=trainer_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None and \
+            max([p["step"] for p in read_metrics(run_dir)], default=0) <= cancelled_at:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 0, output.decode()[-3000:]
+    status = read_status(run_dir)
+    assert status["state"] == "cancelled" and cancelled_at < status["step"] < 50
+    assert status["resumed_from"].endswith(f"checkpoint-{cancelled_at}")
+    assert [p["step"] for p in read_metrics(run_dir)] == list(range(1, status["step"] + 1))
+
+
+def test_a_run_killed_mid_epoch_resumes_from_its_checkpoint(tmp_path, export):
+    config = write_config(tmp_path, export, max_steps=8, save_every=3)
+    run_dir = config.parent
+    command = [sys.executable, "-m", "training.trainer.sft", "--config", str(config)]
+    process = subprocess.Popen(command, cwd=ROOT, env=trainer_env(), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (run_dir / "checkpoint-3").exists() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert (run_dir / "checkpoint-3" / "trainer_state.pt").exists() and read_status(run_dir)["state"] == "running"
+    killed_at = [point["step"] for point in read_metrics(run_dir)]
+    assert 3 <= max(killed_at) < 8
+    result = subprocess.run(command, cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    status = read_status(run_dir)
+    assert status["state"] == "done" and status["step"] == 8
+    assert Path(status["resumed_from"]).name in ("checkpoint-3", "checkpoint-6")
+    steps = [point["step"] for point in read_metrics(run_dir)]
+    assert steps == list(range(1, 9))   # the redone steps replace the lines written after the checkpoint
+    # The same run without the kill ends with the same weights: the resume is exact.
+    straight = write_config(tmp_path, export, name="straight", max_steps=8, save_every=3)
+    assert sft_main(["--config", str(straight)]) == 0
+    resumed, _ = load_model({"path": str(run_dir / "final")})
+    uninterrupted, _ = load_model({"path": str(straight.parent / "final")})
+    for (name, a), (_, b) in zip(resumed.state_dict().items(), uninterrupted.state_dict().items()):
+        assert torch.allclose(a, b, atol=1e-6), name
+
+
+@pytest.mark.skipif(not (BIN / "torchrun").exists(), reason="torchrun is not installed in this environment")
+def test_torchrun_trains_with_two_gloo_ranks(tmp_path, export):
+    config = write_config(tmp_path, export, max_steps=2, batch_size=4, save_every=100)
+    result = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m",
+                             "training.trainer.sft", "--config", str(config)], cwd=ROOT, env=trainer_env(),
+                            capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-4000:]
+    status = read_status(config.parent)
+    assert status["state"] == "done" and status["step"] == 2 and status["world_size"] == 2
+    metrics = read_metrics(config.parent)
+    assert [point["step"] for point in metrics] == [1, 2] and all(point["tokens"] > 0 for point in metrics)
+    assert (config.parent / "final" / "model.safetensors").exists()
+    # One process with the same global batch (4 micro steps instead of 2 per rank) takes the same steps.
+    single = write_config(tmp_path, export, name="single", max_steps=2, batch_size=4, save_every=100)
+    assert sft_main(["--config", str(single)]) == 0
+    for two_ranks, one in zip(metrics, read_metrics(single.parent)):
+        assert two_ranks["tokens"] == one["tokens"] and two_ranks["loss"] == pytest.approx(one["loss"], rel=1e-4)
+    distributed, _ = load_model({"path": str(config.parent / "final")})
+    alone, _ = load_model({"path": str(single.parent / "final")})
+    for (name, a), (_, b) in zip(distributed.state_dict().items(), alone.state_dict().items()):
+        assert torch.allclose(a, b, atol=1e-5), name
+
+
+def test_the_freeze_flags_are_separate():
+    model, _ = build_tiny({})
+    counts = freeze(model, vision=True, projector=False)
+    visual = model.model.visual
+    assert all(not p.requires_grad for p in visual.blocks.parameters())
+    assert all(not p.requires_grad for p in visual.patch_embed.parameters())
+    assert all(p.requires_grad for p in visual.merger.parameters())
+    assert all(p.requires_grad for p in model.model.language_model.parameters())
+    assert counts["trainable_parameters"] + counts["frozen_parameters"] == sum(p.numel() for p in model.parameters())
+    model, _ = build_tiny({})
+    freeze(model, vision=False, projector=True)
+    assert all(p.requires_grad for p in model.model.visual.blocks.parameters())
+    assert all(not p.requires_grad for p in model.model.visual.merger.parameters())
+
+
+def test_a_missing_or_empty_dataset_fails_with_a_clear_error(tmp_path):
+    config = write_config(tmp_path, tmp_path / "no-such-snapshot", name="missing")
+    assert sft_main(["--config", str(config)]) == 1
+    status = read_status(config.parent)
+    assert status["state"] == "failed" and "does not exist" in status["error"] and "no-such-snapshot" in status["error"]
+    empty = tmp_path / "empty-snapshot"
+    empty.mkdir()
+    (empty / "data.jsonl").write_text("")
+    config = write_config(tmp_path, empty, name="empty")
+    assert sft_main(["--config", str(config)]) == 1
+    assert read_status(config.parent)["state"] == "failed"
+    assert read_status(config.parent)["error"] == "the snapshot has no samples"
+
+
+def test_a_deepspeed_config_without_deepspeed_installed_is_refused(tmp_path, export):
+    pytest.importorskip("accelerate")
+    if importlib.util.find_spec("deepspeed") is not None:
+        pytest.skip("deepspeed is installed here")
+    config = write_config(tmp_path, export, deepspeed=str(tmp_path / "ds_zero2.json"))
+    assert sft_main(["--config", str(config)]) == 1
+    error = read_status(config.parent)["error"]
+    assert "deepspeed is not installed" in error and "pip install deepspeed" in error

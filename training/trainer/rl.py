@@ -1,0 +1,228 @@
+"""One agentic-RL update of the policy (report §3.3.3, eq. 6) over an RL run's rollouts:
+`python -m training.trainer.rl --config config.json` (also under torchrun).
+
+rollouts.jsonl holds one row per step of a rollout: the prompt the policy saw (system prompt, goal,
+history, screenshots), the response it gave, the step's advantage A_{i,t} (eq. 5, computed on the
+web side), its group (the query), T_i and G. The update:
+
+1. old log-probs of every response under the policy before the update (π_θ_old; no gradient) and
+   reference log-probs under the SFT model (π_ref, for the KL term);
+2. ppo_epochs optimizer steps, each over all rows: maximise
+       J = mean over groups of (1/G) Σ_i (1/T_i) Σ_t min(ρ A, clip(ρ, 1 − ε, 1 + ε) A)  −  kl_coef · KL
+   with KL(π_θ ‖ π_ref) by the k3 estimator per token, averaged over the step's tokens and weighed
+   like the objective. training/rules/objective.py holds the same formulas on plain numbers.
+
+The update is one unit: a run killed or cancelled part-way leaves the base model as it was and is
+simply run again (no mid-update checkpoint; status "cancelled" names none).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from training.trainer import data as samples_io
+from training.trainer.sft import autocast, freeze, make_engine
+from training.trainer.state import (
+    CancelWatch,
+    Distributed,
+    TrainerError,
+    append_metrics,
+    run_main,
+    seed_everything,
+    write_status,
+)
+from training.trainer.tiny import load_model, save_artifact
+
+DEFAULTS = {"learning_rate": 1e-6, "micro_batch_size": 1, "max_seq_len": 12288, "freeze_vision": True,
+            "freeze_projector": True, "seed": 0, "deepspeed": "", "image_max_pixels": 200704,
+            "clip_epsilon": 0.2, "kl_coef": 0.04, "ppo_epochs": 1}
+
+
+class Cancelled(Exception):
+    pass
+
+
+def step_terms(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor,
+               advantage: torch.Tensor, epsilon: float) -> dict:
+    """Per row (a rollout step): the log-ratio, the clipped term of eq. 6, the mean k3 KL, whether the
+    clip is active. All inputs are [rows, tokens] except advantage [rows].
+
+    The ratio is sequence-level, as in GSPO: ρ = exp(mean over the response's tokens of log π_θ − log π_old).
+    Eq. 6's ρ_{i,t} belongs to a whole step (one response of many tokens); the product of hundreds
+    of token ratios explodes or vanishes, while their geometric mean stays near 1, so ε keeps meaning
+    "at most ε away from the sampling policy" for a step of any length.
+    """
+    mask = mask.to(logp.dtype)
+    tokens = mask.sum(-1).clamp(min=1)
+    log_ratio = ((logp - old_logp) * mask).sum(-1) / tokens
+    ratio = torch.exp(log_ratio)
+    clipped_ratio = ratio.clamp(1 - epsilon, 1 + epsilon)
+    term = torch.minimum(ratio * advantage, clipped_ratio * advantage)
+    delta = (ref_logp - logp) * mask
+    kl = ((torch.exp(delta) - delta - 1) * mask).sum(-1) / tokens   # k3: exp(d) − d − 1 ≥ 0, d = ref − logp
+    clipped = ((advantage > 0) & (ratio > 1 + epsilon)) | ((advantage < 0) & (ratio < 1 - epsilon))
+    return {"log_ratio": log_ratio, "term": term, "kl": kl, "clipped": clipped}
+
+
+def step_weights(records: list[dict]) -> list[float]:
+    """Eq. 6's weight of each row: 1 / (groups · G · T_i), so each group (task) counts the same, each
+    trajectory the same within its group and each step the same within its trajectory."""
+    groups = {record["group"] for record in records}
+    weights = []
+    for number, record in enumerate(records):
+        size, steps = int(record.get("group_size") or 0), int(record.get("steps_in_trajectory") or 0)
+        if size < 1 or steps < 1:
+            raise TrainerError(f"rollout row {number} has group_size={size}, steps_in_trajectory={steps}")
+        weights.append(1.0 / (len(groups) * size * steps))
+    return weights
+
+
+def settings(config: dict) -> dict:
+    merged = {**DEFAULTS, **{key: value for key, value in config.items() if value is not None}}
+    for key in ("output_dir", "model", "rollouts"):
+        if not merged.get(key):
+            raise TrainerError(f"the config has no {key!r}")
+    merged.setdefault("reference", merged["model"])
+    return merged
+
+
+def align(values: list[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
+    """Per-row token values (1-D, in order) placed at the row's labelled columns of a [rows, positions] batch."""
+    aligned = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+    for row, row_values in enumerate(values):
+        aligned[row, mask[row]] = row_values.to(mask.device)
+    return aligned
+
+
+@torch.no_grad()
+def sequence_logprobs(model, samples: list, processor, device) -> list[torch.Tensor]:
+    """Token log-probs of each sample's response under `model`, one 1-D CPU tensor per sample."""
+    results = []
+    for sample in samples:
+        batch = samples_io.collate([samples_io.encode(sample, processor)], processor.tokenizer.pad_token_id)
+        with autocast(device):
+            logp, mask = samples_io.response_logprobs(model, samples_io.to_device(batch, device))
+        results.append(logp[0][mask[0]].float().cpu())
+    return results
+
+
+def train(config: dict) -> int:
+    config = settings(config)
+    dist = Distributed()
+    output_dir, seed = Path(config["output_dir"]), int(config["seed"])
+    watch = CancelWatch(output_dir)
+    seed_everything(seed)
+    if dist.main:
+        write_status(output_dir, "running", step=0, total_steps=int(config["ppo_epochs"]), error="", stage="rl",
+                     world_size=dist.world_size, checkpoint="")
+        for name in ("metrics.jsonl", "rl_steps.jsonl"):   # a rerun redoes the whole update
+            (output_dir / name).unlink(missing_ok=True)
+    policy, processor = load_model(config["model"], config["image_max_pixels"], seed=seed)
+    reference, _ = load_model(config["reference"], config["image_max_pixels"], seed=seed)
+    samples, skipped = samples_io.load_samples(Path(config["rollouts"]), processor, int(config["max_seq_len"]),
+                                               empty="the rollouts file has no rows")
+    records = [sample.record for sample in samples]
+    weights = step_weights(records)
+    advantages = [float(record["advantage"]) for record in records]
+    counts = freeze(policy, bool(config["freeze_vision"]), bool(config["freeze_projector"]))
+    reference.requires_grad_(False)
+    reference.to(dist.device).eval()
+    policy.to(dist.device)
+    mine = samples_io.shard(list(range(len(samples))), dist.rank, dist.world_size)
+    micro = int(config["micro_batch_size"])
+    chunks = samples_io.micro_batches(mine, micro)
+    per_rank = -(-len(samples) // dist.world_size)
+    accumulation = -(-per_rank // micro)
+    chunks += [None] * (accumulation - len(chunks))   # every rank runs the same number of micro steps
+    epochs = int(config["ppo_epochs"])
+    constant = {**config, "warmup_ratio": 0.0, "min_learning_rate": config["learning_rate"]}
+    engine = make_engine(policy, dist, constant, epochs, accumulation)
+    policy.eval()   # π_old: the policy as it sampled (no dropout either way in Qwen2.5-VL)
+    needed = mine or [0]   # a rank without rows still runs its (weight 0) micro steps on row 0
+    own = [samples[p] for p in needed]
+    old = dict(zip(needed, sequence_logprobs(policy, own, processor, dist.device)))
+    ref = dict(zip(needed, sequence_logprobs(reference, own, processor, dist.device)))
+    if dist.main:
+        write_status(output_dir, "running", samples=len(samples), skipped=skipped, **counts)
+    policy.train()
+    epsilon, kl_coef = float(config["clip_epsilon"]), float(config["kl_coef"])
+    started, pad_id = time.time(), processor.tokenizer.pad_token_id
+    try:
+        for epoch in range(1, epochs + 1):
+            sums, rows = defaultdict(float), []
+            for index, chunk in enumerate(chunks):
+                if dist.any(watch.requested()):
+                    raise Cancelled
+                positions = chunk or needed[:1]
+                batch = samples_io.collate([samples_io.encode(samples[p], processor) for p in positions], pad_id)
+                with engine.micro_step(last=index == len(chunks) - 1), autocast(dist.device):
+                    logp, mask = samples_io.response_logprobs(engine.model, samples_io.to_device(batch, dist.device))
+                    old_logp, ref_logp = align([old[p] for p in positions], mask), align([ref[p] for p in positions], mask)
+                    terms = step_terms(logp.float(), old_logp, ref_logp, mask,
+                                       torch.tensor([advantages[p] for p in positions], device=dist.device), epsilon)
+                    weight = torch.tensor([weights[p] for p in positions], device=dist.device) * (1.0 if chunk else 0.0)
+                    objective, kl = (weight * terms["term"]).sum(), (weight * terms["kl"]).sum()
+                    # DDP averages gradients over ranks; the weights already sum to 1 over all rows.
+                    engine.backward(-(objective - kl_coef * kl) * dist.world_size)
+                if chunk:
+                    sums["objective"] += float(objective.detach())
+                    sums["kl"] += float(kl.detach())
+                    sums["clipped"] += float(terms["clipped"].float().sum())
+                    sums["advantage"] += sum(advantages[p] for p in positions)
+                    for row, p in enumerate(positions):
+                        rows.append({"epoch": epoch, "row": samples[p].position, "group": records[p]["group"],
+                                     "trajectory": records[p].get("trajectory"), "step": records[p].get("step"),
+                                     "advantage": advantages[p], "weight": weights[p],
+                                     "log_ratio": float(terms["log_ratio"][row].detach()),
+                                     "kl": float(terms["kl"][row].detach()),
+                                     "tokens": int(mask[row].sum())})
+            lr = engine.lr()
+            grad_norm = engine.step()
+            totals = {key: dist.sum(sums[key]) for key in ("objective", "kl", "clipped", "advantage")}
+            _write_rows(output_dir, rows, dist)
+            if dist.main:
+                append_metrics(output_dir, {
+                    "step": epoch, "epoch": epoch, "loss": -(totals["objective"] - kl_coef * totals["kl"]),
+                    "objective": totals["objective"], "kl": totals["kl"], "lr": lr, "grad_norm": grad_norm,
+                    "clip_fraction": totals["clipped"] / len(samples), "mean_advantage": totals["advantage"] / len(samples),
+                    "total_steps": epochs, "time_s": round(time.time() - started, 3)})
+                write_status(output_dir, "running", step=epoch)
+    except Cancelled:
+        if dist.main:
+            write_status(output_dir, "cancelled", checkpoint="")
+            watch.consume()
+        dist.close()
+        return 0
+    weights_state = engine.full_state_dict()
+    if dist.main:
+        final = save_artifact(engine.model, processor, output_dir / "final", weights_state)
+        (final / "training_run.json").write_text(json.dumps(
+            {"stage": "rl", "ppo_epochs": epochs, "rows": len(samples), "skipped": skipped,
+             "groups": len({record["group"] for record in records}),
+             "config": {key: config[key] for key in DEFAULTS}}, indent=2, sort_keys=True))
+        write_status(output_dir, "done", step=epochs, checkpoint=str(final), final=str(final))
+    dist.barrier()
+    dist.close()
+    return 0
+
+
+def _write_rows(output_dir: Path, rows: list[dict], dist: Distributed) -> None:
+    """rl_steps.jsonl: each row's log-ratio, KL, advantage and weight per optimizer step (rank by rank)."""
+    for rank in range(dist.world_size):
+        if rank == dist.rank and rows:
+            with open(output_dir / "rl_steps.jsonl", "a", encoding="utf-8") as handle:
+                handle.writelines(json.dumps(row, sort_keys=True) + "\n" for row in rows)
+        dist.barrier()
+
+
+def main(argv=None) -> int:
+    return run_main(lambda config: config["output_dir"], train, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""The models the trainer loads: a tiny Qwen2.5-VL built from a config alone (the CPU tests' model; no
+download, an offline byte-level tokenizer), or a saved checkpoint directory (a real Qwen2.5-VL, or one
+of our own checkpoints), loaded from local files only.
+
+The processor is Qwen2.5-VL's own with the video processor left out: our samples are screenshots,
+and transformers' video processor needs torchvision, which a CPU training host need not have.
+Saved artifacts name the stock `Qwen2_5_VLProcessor` so vLLM and LLaMA-Factory load them unchanged.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+from transformers import (
+    Qwen2_5_VLConfig,
+    Qwen2_5_VLForConditionalGeneration,
+    Qwen2_5_VLProcessor,
+    Qwen2TokenizerFast,
+    Qwen2VLImageProcessor,
+)
+from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
+from transformers.processing_utils import ProcessorMixin
+
+from training.trainer.state import TrainerError
+
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+                  "<|image_pad|>", "<|video_pad|>")
+# Qwen2-VL's chat template (the one shipped with Qwen2-VL/Qwen2.5-VL-Instruct): the text parts in order,
+# each image as <|vision_start|><|image_pad|><|vision_end|> (the processor expands the pad per patch).
+CHAT_TEMPLATE = (
+    "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
+    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
+    "{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
+    "{% set image_count.value = image_count.value + 1 %}"
+    "{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}"
+    "<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'video' or 'video' in content %}"
+    "{% set video_count.value = video_count.value + 1 %}"
+    "{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}"
+    "<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
+    "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+TINY_IMAGE_MAX_PIXELS = 112 * 112 * 4   # 224 × 224: about 64 visual tokens per screenshot on CPU
+TINY_IMAGE_MIN_PIXELS = 28 * 28 * 4
+TINY_TEXT = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "max_position_embeddings": 32768, "tie_word_embeddings": False,
+             "rms_norm_eps": 1e-6, "rope_theta": 1000000.0}
+TINY_VISION = {"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "patch_size": 14,
+               "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 112, "fullatt_block_indexes": [1]}
+
+
+class ModelSpecError(TrainerError, ValueError):
+    """The run's "model" (or "reference") cannot be loaded; the message says why."""
+
+
+class ScreenshotProcessor(Qwen2_5_VLProcessor):
+    """Qwen2.5-VL's processor for images and text only (no video processor, hence no torchvision)."""
+
+    attributes = ["image_processor", "tokenizer"]
+
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+        kwargs.pop("video_processor", None)
+        self.image_token = getattr(tokenizer, "image_token", None) or "<|image_pad|>"
+        self.video_token = getattr(tokenizer, "video_token", None) or "<|video_pad|>"
+        self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+        self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
+        self.video_processor = None
+        ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
+
+
+def build_tokenizer() -> Qwen2TokenizerFast:
+    """A byte-level BPE over the 256 byte symbols (no merges: every byte is one token) plus Qwen's
+    special tokens, as a Qwen2TokenizerFast with the Qwen2-VL chat template."""
+    vocab = {symbol: index for index, symbol in enumerate(bytes_to_unicode().values())}
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in SPECIAL_TOKENS])
+    tokenizer = Qwen2TokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   unk_token=None, bos_token=None)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def set_image_pixels(processor, max_pixels: int | None, min_pixels: int | None = None) -> None:
+    image_processor = processor.image_processor
+    if max_pixels:
+        image_processor.max_pixels = int(max_pixels)
+        image_processor.size["longest_edge"] = int(max_pixels)
+    if min_pixels:
+        image_processor.min_pixels = int(min_pixels)
+        image_processor.size["shortest_edge"] = int(min_pixels)
+    if image_processor.min_pixels > image_processor.max_pixels:
+        image_processor.min_pixels = image_processor.size["shortest_edge"] = image_processor.max_pixels
+
+
+def build_processor(image_max_pixels: int | None = None) -> ScreenshotProcessor:
+    tokenizer = build_tokenizer()
+    image_processor = Qwen2VLImageProcessor(min_pixels=TINY_IMAGE_MIN_PIXELS, max_pixels=TINY_IMAGE_MAX_PIXELS,
+                                            patch_size=14, temporal_patch_size=2, merge_size=2)
+    processor = ScreenshotProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE)
+    set_image_pixels(processor, image_max_pixels)
+    return processor
+
+
+def tiny_config(tokenizer, overrides: dict | None = None) -> Qwen2_5_VLConfig:
+    """The tiny model's config. `overrides` holds text-model keys at the top level (hidden_size,
+    num_hidden_layers, ...) and vision keys under "vision_config"."""
+    overrides = dict(overrides or {})
+    vision = {**TINY_VISION, **(overrides.pop("vision_config", None) or {})}
+    text = {**TINY_TEXT, **(overrides.pop("text_config", None) or {}), **overrides}
+    vision["out_hidden_size"] = text["hidden_size"]   # the projector feeds the language model
+    vision["fullatt_block_indexes"] = [i for i in vision["fullatt_block_indexes"] if i < vision["depth"]] \
+        or [vision["depth"] - 1]
+    head_dim = text["hidden_size"] // text["num_attention_heads"]
+    if head_dim % 2 or head_dim < 8:
+        raise ModelSpecError(f"hidden_size / num_attention_heads = {head_dim}: it must be even and at least 8")
+    half = head_dim // 2
+    temporal = max(1, half // 4)   # Qwen2.5-VL's [16, 24, 24] of 64, scaled to this head size
+    height = (half - temporal) // 2
+    text["rope_scaling"] = {"type": "mrope", "mrope_section": [temporal, height, half - temporal - height]}
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
+    text["vocab_size"] = max(text.get("vocab_size", 0), -(-len(tokenizer) // 64) * 64)
+    return Qwen2_5_VLConfig(
+        text_config=text, vision_config=vision,
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"], bos_token_id=None,
+        tie_word_embeddings=False)
+
+
+def build_tiny(overrides: dict | None = None, image_max_pixels: int | None = None, seed: int = 0):
+    """(model, processor): a freshly initialised tiny Qwen2.5-VL. The same overrides and seed give the
+    same weights (the RL reference model is rebuilt this way), without touching the global RNG."""
+    processor = build_processor(image_max_pixels or TINY_IMAGE_MAX_PIXELS)
+    config = tiny_config(processor.tokenizer, overrides)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2_5_VLForConditionalGeneration(config)
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.pad_token_id = config.pad_token_id
+    return model, processor
+
+
+def load_model(spec: dict, image_max_pixels: int | None = None, seed: int = 0, dtype=torch.float32):
+    """(model, processor) for a run's "model" or "reference": {"tiny": {...overrides}} or {"path": dir}."""
+    if not isinstance(spec, dict) or len(spec) != 1 or not ({"tiny", "path"} & set(spec)):
+        raise ModelSpecError(f'the model is {{"tiny": {{...}}}} or {{"path": "<checkpoint dir>"}}, not {spec!r}')
+    if "tiny" in spec:
+        tiny = dict(spec["tiny"] or {})
+        pixels = tiny.pop("image_max_pixels", None) or image_max_pixels
+        return build_tiny(tiny, pixels, seed=tiny.pop("seed", seed))
+    path = Path(spec["path"])
+    if not (path / "config.json").is_file():
+        raise ModelSpecError(f"no model at {path}: expected a save_pretrained directory with config.json")
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(path, local_files_only=True, dtype=dtype)
+    processor = ScreenshotProcessor.from_pretrained(path, local_files_only=True)
+    if not processor.chat_template:
+        processor.chat_template = processor.tokenizer.chat_template or CHAT_TEMPLATE
+    set_image_pixels(processor, image_max_pixels)
+    return model, processor
+
+
+def unwrap(model):
+    """The model under DDP / accelerate wrappers."""
+    while hasattr(model, "module"):
+        model = model.module
+    return model
+
+
+def save_artifact(model, processor, directory: Path, state_dict: dict | None = None) -> Path:
+    """save_pretrained of model and processor in a form vLLM / transformers load as stock Qwen2.5-VL."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    unwrap(model).save_pretrained(directory, state_dict=state_dict, safe_serialization=True)
+    processor.save_pretrained(directory)
+    processor.tokenizer.save_pretrained(directory)   # tokenizer_config.json carries the chat template too
+    for name in ("preprocessor_config.json", "processor_config.json"):
+        path = directory / name
+        if path.exists():
+            data = json.loads(path.read_text())
+            data["processor_class"] = Qwen2_5_VLProcessor.__name__
+            path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return directory
