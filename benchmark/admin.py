@@ -2,18 +2,8 @@
 (benchmark/versions.py, infer.py, judges.py), from the pages, the API and the commands."""
 from django.contrib import admin
 
+from accounts.read_only_admin import ReadOnlyAdmin
 from benchmark.models import Benchmark, BenchmarkItem, EvalResult, EvalRun
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Benchmark)

@@ -27,7 +27,7 @@ from flywheel.collection.runs import cancel_run, dispatch_run, launch_run
 from flywheel.console.events import publish
 from flywheel.evaluation.terminal_checks import read_and_compare
 from flywheel.models import CollectionRun, Line, Outcome, Trajectory
-from flywheel.policies import check_endpoint_health
+from flywheel.policies import check_endpoint_health, unservable_reason
 from flywheel.policies.protocol import system_prompt
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,8 @@ def launch_evaluation(benchmark: Benchmark, model_version, split: str = "all", c
                                 "so the score refers to one fixed set of queries")
     if split not in ("all", "open", "held_out"):
         raise EvaluationRefused("split is one of all, open, held_out")
+    if unservable_reason(model_version):
+        raise EvaluationRefused(unservable_reason(model_version))
     items = list(eval_items(benchmark, split))
     runnable = [item for item in items if item.executable]
     if not runnable:

@@ -116,6 +116,10 @@ class CollectionRunSerializer(model_serializer(m.CollectionRun, read_only=(
             raise serializers.ValidationError(error.messages)
         if not select_queries(query_filter).exists():
             raise serializers.ValidationError(f"No query matches that selection. {selection_hint()}")
+        from flywheel.policies import unservable_reason
+
+        if unservable_reason(attrs.get("model_version")):
+            raise serializers.ValidationError(unservable_reason(attrs["model_version"]))
         return {**attrs, "line": line, "query_filter": query_filter, "config": config}
 
 

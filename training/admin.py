@@ -1,18 +1,8 @@
 """Snapshots and runs are records of their workflows: the admin shows them, never edits them."""
 from django.contrib import admin
 
+from accounts.read_only_admin import ReadOnlyAdmin
 from training.models import DataSnapshot, TrainingRun
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(TrainingRun)

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from flywheel.models import ModelVersion
+from flywheel.policies import unservable_reason
 from training.config import ConfigError, validate_config
 from training.models import DataSnapshot, TrainingRun
 
@@ -68,6 +69,8 @@ def create_run(stage: str, config=None, *, user=None, snapshot: DataSnapshot | N
         raise RunError(f"snapshot #{snapshot.pk} has no samples")
     if stage == "rl" and base_model is None and not config.get("rl_run"):
         raise RunError("an RL run rolls out a policy: choose the base model version whose rollouts it learns from")
+    if stage == "rl" and not config.get("rl_run") and unservable_reason(base_model):
+        raise RunError(f"its rollouts need a policy that acts: {unservable_reason(base_model)}")
     config["model"] = model_spec(config, base_model)
     if not config["model"]:
         raise ConfigError("model: name the weights to train (\"model\": {\"path\": ...}), choose a base model "

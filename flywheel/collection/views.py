@@ -11,6 +11,7 @@ from flywheel.collection.recorder import record_answer
 from flywheel.collection.run_config import CONFIG_FIELDS, clean_launch
 from flywheel.collection.runs import LINES, cancel_run, launch_run, refresh_progress, selection_hint
 from flywheel.models import App, CollectionRun, Line, ModelVersion, Step
+from flywheel.policies import unservable_reason
 from flywheel.queries.external import ingest_external
 
 
@@ -32,6 +33,8 @@ def _launch_form_data(post):
         version = ModelVersion.objects.filter(pk=chosen).first() if chosen.isascii() and chosen.isdigit() else None
         if version is None:
             raise ValidationError(f"no model version {chosen!r}")
+        if unservable_reason(version):
+            raise ValidationError(unservable_reason(version))
     return line, query_filter, version, config
 
 @role_required(MANAGER)

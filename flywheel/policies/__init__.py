@@ -18,14 +18,21 @@ def default_policy_version():
     return version
 
 
+def unservable_reason(model_version) -> str:
+    """Why the version cannot act on a phone ("" when it can): a trained checkpoint is not served yet."""
+    if model_version is not None and model_version.kind == "checkpoint":
+        return (f"{model_version.name} is a trained checkpoint that is not served yet: serve it with the vLLM "
+                "recipe on its model page and register its endpoint")
+    return ""
+
+
 def policy_for(model_version=None) -> Policy:
     if model_version is None or model_version.kind == "offline":
         return OfflinePolicy()
-    if model_version.kind == "checkpoint":
-        raise PolicyError(f"{model_version.name} is a trained checkpoint that is not served yet: serve it "
-                          "with the vLLM recipe on its model page and register its endpoint")
+    if unservable_reason(model_version):
+        raise PolicyError(unservable_reason(model_version))
     return EndpointPolicy.from_model_version(model_version)
 
 
 __all__ = ["Policy", "PolicyError", "PolicyState", "Proposal", "EndpointPolicy", "OfflinePolicy",
-           "check_endpoint_health", "default_policy_version", "policy_for", "OFFLINE_POLICY_NAME"]
+           "check_endpoint_health", "default_policy_version", "policy_for", "unservable_reason", "OFFLINE_POLICY_NAME"]

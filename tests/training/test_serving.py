@@ -68,3 +68,23 @@ def test_a_refused_url_is_a_validation_error(checkpoint):
         serving.register_endpoint(checkpoint, "  ")
     checkpoint.refresh_from_db()
     assert checkpoint.kind == "checkpoint"
+
+
+def test_no_line_and_no_benchmark_starts_on_an_unserved_checkpoint(checkpoint, client_as):
+    from benchmark.infer import EvaluationRefused, launch_evaluation
+    from benchmark.models import Benchmark
+    from flywheel.models import CollectionRun, Query
+    from training.runs import RunError, create_run
+
+    Query.objects.create(key="q-serve", text="Open Settings", tier="L1")
+    client = client_as("manager")
+    reply = client.post("/runs/", {"line": "automatic", "model_version": checkpoint.pk}, follow=True)
+    assert "not served yet" in reply.content.decode() and not CollectionRun.objects.exists()
+    reply = client.post("/api/collection-runs/", {"line": "automatic", "model_version": checkpoint.pk,
+                                                  "query_filter": {}, "config": {}}, content_type="application/json")
+    assert reply.status_code == 400 and "not served yet" in reply.content.decode()
+    benchmark = Benchmark(name="b", version="v1", frozen=True)
+    with pytest.raises(EvaluationRefused, match="not served yet"):
+        launch_evaluation(benchmark, checkpoint)
+    with pytest.raises(RunError, match="not served yet"):
+        create_run("rl", {"model": {"tiny": {}}}, base_model=checkpoint)

@@ -1,0 +1,13 @@
+"""An admin view for records a workflow owns: shown, never added, edited or deleted there."""
+from django.contrib import admin
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,40 @@
+"""The shell commands go through the same services as the pages."""
+import pytest
+from django.core.management import CommandError, call_command
+
+from tests.training.test_exports import make_trajectory, sft
+from training.models import DataSnapshot, TrainingRun
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def training_root(settings, tmp_path):
+    settings.TRAINING_ROOT = tmp_path / "training"
+
+
+def test_export_then_train_inline_on_the_tiny_model(capsys):
+    sft(make_trajectory(n_steps=3))
+    call_command("export_snapshot", "--kind", "sft", "--config", '{"k": 2}')
+    snapshot = DataSnapshot.objects.get()
+    assert f"snapshot #{snapshot.pk} ready: 3 samples" in capsys.readouterr().out
+    call_command("train", "--stage", "sft", "--snapshot", str(snapshot.pk), "--inline", "--config",
+                 '{"model": {"tiny": {}}, "max_steps": 2, "batch_size": 2, "max_seq_len": 4096}')
+    run = TrainingRun.objects.get()
+    assert run.status == "done" and run.produced_model and "produced" in capsys.readouterr().out
+
+
+def test_refusals_name_the_problem():
+    with pytest.raises(CommandError, match="SFT pool has no entries"):
+        call_command("export_snapshot", "--kind", "sft")
+    with pytest.raises(CommandError, match="'sorces'"):
+        call_command("export_snapshot", "--kind", "sft", "--config", '{"sorces": {}}')
+    with pytest.raises(CommandError, match="no snapshot #99"):
+        call_command("train", "--stage", "sft", "--snapshot", "99")
+    sft(make_trajectory(n_steps=1))
+    call_command("export_snapshot", "--kind", "sft")
+    snapshot = DataSnapshot.objects.get(status="ready")
+    with pytest.raises(CommandError, match="'lr'"):
+        call_command("train", "--stage", "sft", "--snapshot", str(snapshot.pk), "--config", '{"lr": 1}')
+    with pytest.raises(CommandError, match="--out"):
+        call_command("export_snapshot", "--verl-run", "1")
