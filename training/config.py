@@ -3,7 +3,7 @@
 CPT and SFT (§5.1): frozen vision encoder and projector, lr 1e-5 with warmup 0.05 and cosine decay to
 1e-6, batch 128, max sequence length 10240, one epoch. RL (§5.1): lr 1e-6, 8 queries per iteration
 × 8 rollouts (the group), λ = 1, at most 20 steps, the 5 most recent frames, prompts capped at 12288
-tokens. What the report does not give (clip ε, KL weight) takes common GRPO values and says so.
+tokens. What the report does not give (clip ε 0.2, KL weight 0.04) takes common GRPO values (DeepSeekMath's).
 
 Validation uses jsonschema (the same library as the query import format); an unknown key is refused
 with its name, so a misspelt "lerning_rate" never silently trains with the default.
@@ -20,7 +20,7 @@ DEFAULTS = {
            "batch_size": 512, "micro_batch_size": 1, "max_seq_len": 12288, "freeze_vision": True,
            "freeze_projector": True, "save_every": 50, "seed": 0, "image_max_pixels": 200704,
            "queries_per_iteration": 8, "group_size": 8, "max_rollout_steps": 20, "screenshots_k": 5,
-           "lambda": 1.0, "advantage": "grpo", "clip_epsilon": 0.2, "kl_coef": 0.01, "ppo_epochs": 1,
+           "lambda": 1.0, "advantage": "grpo", "clip_epsilon": 0.2, "kl_coef": 0.04, "ppo_epochs": 1,
            "judge_passes": 5, "useful_range": [0.0, 1.0], "fallback_cap": 2,
            "curriculum": {"progress": None, "iterations": 10, "temperature": 0.25}},
 }
