@@ -38,3 +38,15 @@ def test_refusals_name_the_problem():
         call_command("train", "--stage", "sft", "--snapshot", str(snapshot.pk), "--config", '{"lr": 1}')
     with pytest.raises(CommandError, match="--out"):
         call_command("export_snapshot", "--verl-run", "1")
+
+
+def test_a_tiny_snapshot_trains_one_step_with_the_reports_batch(capsys):
+    """One sample and the §5.1 batch of 128: one epoch is one optimizer step, not an error."""
+    sft(make_trajectory(n_steps=1))
+    call_command("export_snapshot", "--kind", "sft")
+    snapshot = DataSnapshot.objects.get()
+    call_command("train", "--stage", "sft", "--snapshot", str(snapshot.pk), "--inline", "--config",
+                 '{"model": {"tiny": {}}, "max_seq_len": 4096}')
+    run = TrainingRun.objects.get()
+    assert run.status == "done" and run.config["batch_size"] == 128
+    assert run.progress["total_steps"] == 1 and [p["step"] for p in run.metrics] == [1]
