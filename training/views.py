@@ -4,6 +4,7 @@ model versions with their lineage and serving recipe.
 Every write goes through training/snapshots.py, training/runs.py or training/serving.py.
 """
 import json
+from pathlib import Path
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
@@ -81,8 +82,6 @@ def snapshot_detail(request, snapshot_id):
 
 def _preview(snapshot: DataSnapshot) -> list[dict]:
     """The first samples as the trainer will read them (the chat format), so a manager can check them."""
-    from pathlib import Path
-
     path = Path(snapshot.directory or "/nonexistent") / "data.jsonl"
     samples = []
     try:

@@ -3,6 +3,7 @@ trainer (torchrun + the tiny Qwen2.5-VL): SFT on a real export, cancel, a worker
 and resumed, and one agentic-RL update on rollouts collected on the virtual farm."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -33,6 +34,12 @@ TINY = {"model": {"tiny": {}}, "batch_size": 2, "micro_batch_size": 1, "learning
 @pytest.fixture(autouse=True)
 def training_root(settings):
     settings.TRAINING_ROOT = Path(TRAINING_DIR)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def remove_training_dir():
+    yield
+    shutil.rmtree(TRAINING_DIR, ignore_errors=True)
 
 
 def sft_snapshot(trajectories=3, steps=3):
