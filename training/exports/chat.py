@@ -96,17 +96,20 @@ def device_context(step) -> dict:
 
 def target_action(action: dict, png: bytes) -> dict:
     """The executed action as the model is asked to emit it: pixel points become thousandths of the
-    screen (the system prompt's unit), so a trained model's output parses as the protocol says."""
-    if action.get("coords") != "pixel" or not any(name in action for name in POINT_FIELDS):
-        return action
-    width, height = Image.open(io.BytesIO(png)).size
-    target = {**action, "coords": DEFAULT_COORDS}
-    for name in POINT_FIELDS:
-        point = action.get(name)
-        if isinstance(point, list | tuple) and len(point) == 2:
-            target[name] = [min(1000, max(0, round(point[0] * 1000 / width))),
-                            min(1000, max(0, round(point[1] * 1000 / height)))]
-    return target
+    screen (the system prompt's unit), so a trained model's output parses as the protocol says; the
+    keys in one order ("action" first, "coords" last), whatever order the database returns them in."""
+    target = dict(action)
+    if action.get("coords") == "pixel" and any(name in action for name in POINT_FIELDS):
+        width, height = Image.open(io.BytesIO(png)).size
+        target["coords"] = DEFAULT_COORDS
+        for name in POINT_FIELDS:
+            point = action.get(name)
+            if isinstance(point, list | tuple) and len(point) == 2:
+                target[name] = [min(1000, max(0, round(point[0] * 1000 / width))),
+                                min(1000, max(0, round(point[1] * 1000 / height)))]
+    ordered = {"action": target.pop("action", None)} if "action" in target else {}
+    coords = {"coords": target.pop("coords")} if "coords" in target else {}
+    return {**ordered, **dict(sorted(target.items())), **coords}
 
 
 def build_sample(goal: str, earlier: list, step, k: int, frames: FrameCache, meta: dict) -> ChatSample:
