@@ -12,6 +12,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from devices.models import Device, Lease
+from devices.profiles import satisfies
 from devices.signals import lease_changed
 
 DEFAULT_TTL = timedelta(seconds=60)
@@ -70,6 +71,19 @@ def acquire(device, holder, user=None, ttl=DEFAULT_TTL, purpose="", force=False)
     _announce(device.pk, holder, "acquired")
     return lease
 
+
+
+def acquire_fitting(requirements, holder, user=None, ttl=DEFAULT_TTL, purpose=""):
+    """(device, lease) of the first idle phone whose readiness profile meets `requirements`, or
+    (None, None) when none is free. A phone taken meanwhile by someone else is skipped."""
+    for device in Device.objects.filter(status=Device.Status.IDLE).order_by("adb_server", "serial"):
+        if not satisfies(device.readiness_profile, requirements):
+            continue
+        try:
+            return device, acquire(device, holder=holder, user=user, ttl=ttl, purpose=purpose)
+        except LeaseRefused:
+            continue
+    return None, None
 
 def heartbeat(lease, ttl=DEFAULT_TTL):
     """Extend a live lease; False when it has already expired or been released.

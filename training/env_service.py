@@ -33,7 +33,6 @@ from devices.executor import ActionExecutor
 from devices.models import Device, Lease
 from devices.observation import Observation, observe
 from devices.phone import PhoneConnection, PhoneUnavailable
-from devices.profiles import satisfies
 from devices.reset import ResetError, reset_phone
 from flywheel.collection import recorder
 from flywheel.collection.engine import CollectionConfig, finish_trajectory
@@ -41,6 +40,7 @@ from flywheel.collection.precheck import flag_if_already_done
 from flywheel.collection.runs import NOT_COLLECTABLE
 from flywheel.models import Line, ModelVersion, Outcome, Query, Step, Trajectory
 from flywheel.policies import protocol
+from flywheel.policies.endpoint import state_messages
 from flywheel.policies.protocol import DEFAULT_K, TAGS, ProtocolError
 from flywheel.rules.repetition import same_action
 
@@ -152,17 +152,9 @@ def reset(principal: Principal, query_id: int, model_version_id: int | None = No
 
 
 def _lease_phone(trajectory: Trajectory, principal: Principal):
-    requirements = trajectory.query.phone_requirements()
-    purpose = f"{PURPOSE} [{principal.key}] {trajectory.query.key}"[:200]
-    for device in Device.objects.filter(status=Device.Status.IDLE).order_by("adb_server", "serial"):
-        if not satisfies(device.readiness_profile, requirements):
-            continue
-        try:
-            return device, leases.acquire(device, holder=lease_holder(trajectory.pk), user=principal.user,
-                                          ttl=lease_ttl(), purpose=purpose)
-        except leases.LeaseRefused:
-            continue  # taken meanwhile by someone else: the next phone
-    return None, None
+    return leases.acquire_fitting(trajectory.query.phone_requirements(), lease_holder(trajectory.pk),
+                                  user=principal.user, ttl=lease_ttl(),
+                                  purpose=f"{PURPOSE} [{principal.key}] {trajectory.query.key}"[:200])
 
 
 # -- step ----------------------------------------------------------------------------------------
@@ -382,7 +374,4 @@ def observation_view(trajectory: Trajectory, index: int, observation: Observatio
 def messages_for(trajectory: Trajectory, observation: Observation, k: int) -> list[dict]:
     """The protocol's chat messages for this step, as the endpoint policy of every line sends them:
     the full text history, the last `k` screenshots, the foreground app as context."""
-    state = recorder.policy_state(trajectory, observation, k=k)
-    context = {"package": state.foreground.get("package"), "activity": state.foreground.get("activity")}
-    return protocol.build_messages(state.goal, state.history, state.screenshots, k=k, known_path=state.known_path,
-                          context=context)
+    return state_messages(recorder.policy_state(trajectory, observation, k=k), k=k)

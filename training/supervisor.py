@@ -26,6 +26,7 @@ from training.runs import RunError, enqueue, finish_run
 
 log = logging.getLogger(__name__)
 POLL_S = 1.0
+HEARTBEAT_S = 15.0  # well inside runs.STALE_AFTER
 MAX_CURVE_POINTS = 2000
 PR_SET_PDEATHSIG = 1
 
@@ -128,6 +129,18 @@ def set_phase(run: TrainingRun, phase: str, **extra) -> None:
     TrainingRun.objects.filter(pk=run.pk).update(progress=progress, heartbeat_at=timezone.now())
 
 
+def files_signature(run_dir: Path) -> tuple:
+    """(size, mtime) of the files ingest reads: equal signatures, nothing new to read."""
+    signature = []
+    for name in ("metrics.jsonl", "trainer_log.jsonl", "status.json"):
+        try:
+            stat = (run_dir / name).stat()
+            signature.append((stat.st_size, stat.st_mtime_ns))
+        except OSError:
+            signature.append(None)
+    return tuple(signature)
+
+
 def _log_tail(path: Path, lines: int = 30) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -145,10 +158,14 @@ def supervise(run: TrainingRun, command: list[str], run_dir: Path) -> dict:
     with open(log_path, "ab") as output:
         process = subprocess.Popen(command, cwd=settings.BASE_DIR, stdout=output, stderr=subprocess.STDOUT,
                                    env=env, preexec_fn=_die_with_parent)
-        cancel_sent = False
+        cancel_sent, seen, beaten = False, None, 0.0
         while process.poll() is None:
             time.sleep(POLL_S)
-            ingest(run, run_dir)
+            # The curve is read again only when the trainer wrote something; the heartbeat goes on anyway.
+            signature = files_signature(run_dir)
+            if signature != seen or time.monotonic() - beaten > HEARTBEAT_S:
+                ingest(run, run_dir)
+                seen, beaten = signature, time.monotonic()
             if not cancel_sent and cancel_requested(run):
                 (run_dir / "CANCEL").touch()
                 cancel_sent = True

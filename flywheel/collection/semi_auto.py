@@ -20,7 +20,6 @@ from devices.executor import ActionExecutor
 from devices.models import Device, Lease
 from devices.observation import observe
 from devices.phone import PhoneConnection, PhoneUnavailable
-from devices.profiles import satisfies
 from devices.reset import ResetError
 from devices.reset import reset_phone as reset_device
 from devices.uitree import page_text, parse_hierarchy
@@ -60,16 +59,8 @@ def next_query_for(user):
 
 
 def _lease_phone(query, holder, user):
-    requirements = query.phone_requirements()
-    for device in Device.objects.filter(status=Device.Status.IDLE).order_by("adb_server", "serial"):
-        if not satisfies(device.readiness_profile, requirements):
-            continue
-        try:
-            return device, leases.acquire(device, holder=holder, user=user, ttl=LEASE_TTL,
-                                          purpose=f"semi-automatic collection of {query.key}")
-        except leases.LeaseRefused:
-            continue
-    return None, None
+    return leases.acquire_fitting(query.phone_requirements(), holder, user=user, ttl=LEASE_TTL,
+                                  purpose=f"semi-automatic collection of {query.key}")
 
 
 def reset_phone(phone: PhoneConnection, query, baseline: dict | None = None) -> dict:

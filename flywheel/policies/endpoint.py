@@ -45,6 +45,14 @@ def _data_url_bytes(url: str) -> bytes:
     return base64.b64decode(url.split(",", 1)[1]) if url.startswith("data:") else url.encode()
 
 
+def state_messages(state: PolicyState, k: int, coords: str = DEFAULT_COORDS) -> list[dict]:
+    """The protocol's chat messages for a policy state, the foreground app as context: what every
+    line's endpoint policy sends, and what the environment service gives its clients."""
+    context = {"package": state.foreground.get("package"), "activity": state.foreground.get("activity")}
+    return build_messages(state.goal, state.history, state.screenshots, k=k, coords=coords,
+                          known_path=state.known_path, context=context)
+
+
 class EndpointPolicy:
     def __init__(self, url: str, model: str, sampling: dict | None = None, k: int = DEFAULT_K,
                  coords: str = DEFAULT_COORDS, timeout: float = 60.0, retries: int = 2, name: str = ""):
@@ -65,9 +73,7 @@ class EndpointPolicy:
                    sampling=version.sampling, name=version.name)
 
     def request_body(self, state: PolicyState) -> dict:
-        context = {"package": state.foreground.get("package"), "activity": state.foreground.get("activity")}
-        messages = build_messages(state.goal, state.history, state.screenshots, k=self.k,
-                                  coords=self.coords, known_path=state.known_path, context=context)
+        messages = state_messages(state, k=self.k, coords=self.coords)
         return {"model": self.model, "messages": messages, **self.sampling}
 
     def propose(self, state: PolicyState) -> Proposal:
