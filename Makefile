@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up test install install-training clean-venv
+.PHONY: up test install install-training clean-venv flywheel-demo
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,3 +30,7 @@ test: $(STAMP) $(TRAINING_STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# Issue #16: the compact policy trained round over round by the flywheel, measured on held-out tasks.
+flywheel-demo: $(STAMP) $(TRAINING_STAMP)
+	$(PY) perf/flywheel_demo.py

@@ -16,6 +16,7 @@ app.conf.task_routes = {
     "flywheel.tasks.evaluate_*": {"queue": "evaluation"},
     "flywheel.tasks.repair_*": {"queue": "repair"},
     "training.tasks.*": {"queue": "training"},
+    "flywheel_demo.tasks.*": {"queue": "training"},  # its stages train the compact policy in the task
     "benchmark.tasks.*": {"queue": "benchmark"},
 }
 app.conf.beat_schedule = {
@@ -32,6 +33,7 @@ app.conf.beat_schedule = {
     "repair-derive-recurring": {"task": "flywheel.tasks.repair_derive_recurring", "schedule": 300.0},
     "evolution-advance-loops": {"task": "flywheel.tasks.advance_loops", "schedule": 30.0},
     "benchmark-sweep": {"task": "benchmark.tasks.sweep", "schedule": 30.0},
+    "flywheel-demo-advance": {"task": "flywheel_demo.tasks.advance_demos", "schedule": 10.0},
     "training-resume-stalled": {"task": "training.tasks.resume_stalled_runs", "schedule": 60.0},
     "training-check-endpoints": {"task": "training.tasks.check_model_endpoints", "schedule": 60.0},
 }

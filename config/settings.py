@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "annotation",
     "benchmark",
     "training",
+    "flywheel_demo",
 ]
 
 MIDDLEWARE = [
@@ -290,6 +291,9 @@ ECDM_REPLAY = env_bool("ECDM_REPLAY", True)
 EVOLUTION_TRAINER = os.environ.get("EVOLUTION_TRAINER", "")
 # Training (training/): pool snapshots and run directories live on a local disk the trainers read.
 TRAINING_ROOT = Path(os.environ.get("TRAINING_ROOT", VAR_DIR / "training"))
+# The flywheel demo (issue #16) keeps every run's report here (`make flywheel-demo` and the page alike).
+FLYWHEEL_DEMO_REPORTS = Path(os.environ.get("FLYWHEEL_DEMO_REPORTS", VAR_DIR / "flywheel-demo"))
+FLYWHEEL_DEMO_TASKS = os.environ.get("FLYWHEEL_DEMO_TASKS", "")  # a task file in the farm's format; default: the farm's
 # How a run is launched: "torchrun" (default; one process per GPU with TRAINING_NPROC), "accelerate"
 # (with a DeepSpeed config when the run names one) or "llamafactory" (a generated config, handed over).
 TRAINING_LAUNCHER = os.environ.get("TRAINING_LAUNCHER", "torchrun")

@@ -24,6 +24,7 @@ urlpatterns = [
     path("devices/", include("devices.urls")),
     path("benchmarks/", include("benchmark.urls")),
     path("training/", include("training.urls")),
+    path("flywheel-demo/", include("flywheel_demo.urls")),
     path("api/env/", include("training.env_urls")),
     path("api/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

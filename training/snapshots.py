@@ -203,7 +203,7 @@ def _finish(snapshot, status, **fields) -> DataSnapshot:
 def _export_chat(snapshot, selected, config, directory: Path) -> dict:
     """data.jsonl + images/ + dataset_info.json; each selected pool row gives its samples in order."""
     frames, hasher = FrameCache(), hashlib.sha256()
-    rows, row_ids, images, skipped, by_source = [], [], {}, [], {}
+    rows, row_ids, images, skipped, by_source, files = [], [], {}, [], {}, {}
     masked, previous, samples = 0, None, []
     with open(directory / "data.jsonl", "wb") as out:
         for row in selected:
@@ -211,6 +211,8 @@ def _export_chat(snapshot, selected, config, directory: Path) -> dict:
                 previous, samples = row, []
                 source = source_of(snapshot.kind, row)
                 meta = {"source": source, "pool_row": row.pk}
+                query = row.step.trajectory.query if snapshot.kind == "cpt" else row.trajectory.query
+                meta["apps"] = query.app_packages  # what every policy is given with the goal
                 if snapshot.kind == "cpt":
                     meta["query"] = row.step.trajectory.query_id
                     built = [(row.step, _try(step_sample, row.step, config["k"], frames, meta))]
@@ -234,6 +236,11 @@ def _export_chat(snapshot, selected, config, directory: Path) -> dict:
                         (directory / path).write_bytes(sample.images[path])
                         images[path] = sha256_hex(sample.images[path])
                     hasher.update(bytes.fromhex(images[path]))
+                for path, data in sample.files.items():  # the UI dump; the line names it by its sha256
+                    if path not in files:
+                        (directory / path).parent.mkdir(exist_ok=True)
+                        (directory / path).write_bytes(data)
+                        files[path] = sha256_hex(data)
                 meta = sample.record["meta"]
                 by_source[meta["source"]] = by_source.get(meta["source"], 0) + 1
                 rows.append({"sample": len(rows), "pool_row": meta["pool_row"], "trajectory": meta["trajectory"],
@@ -241,7 +248,7 @@ def _export_chat(snapshot, selected, config, directory: Path) -> dict:
     (directory / "dataset_info.json").write_text(json.dumps(dataset_info(snapshot), indent=2))
     return {"rows": rows, "row_ids": row_ids, "images": images, "content_hash": hasher.hexdigest(),
             "stats": {"by_source": dict(sorted(by_source.items())), "skipped": skipped, "masked_steps": masked,
-                      "images": len(images)}}
+                      "images": len(images), "hierarchies": len(files)}}
 
 
 def _try(build, *args):
@@ -333,6 +340,9 @@ def _sample_lines(kind, directory: Path, problems: list) -> tuple[list, dict]:
             if user.count(IMAGE_PLACEHOLDER) != len(paths):
                 problems.append(f"sample {number}: {user.count(IMAGE_PLACEHOLDER)} placeholders "
                                 f"for {len(paths)} images")
+            hierarchy = (record.get("meta") or {}).get("hierarchy") or ""
+            if hierarchy and f"hierarchies/{_file_sha256(directory / hierarchy)}.xml" != hierarchy:
+                problems.append(f"sample {number}: {hierarchy} is missing or does not match its sha256")
             for path in paths:
                 if path not in digests:
                     digests[path] = _file_sha256(directory / path)

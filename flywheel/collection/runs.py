@@ -218,7 +218,7 @@ def collect_item(run, item, device, lease):
     if recollection_of:
         config.anomaly_rates = {}  # collected again in a healed environment, not broken on purpose
     try:
-        reason = run_trajectory(trajectory, phone, policy_for(run.model_version), config, lease=lease,
+        reason = run_trajectory(trajectory, phone, policy_for(run.model_version, line=run.line), config, lease=lease,
                                 should_stop=lambda: run_is_cancelled(run.pk), device=device,
                                 lease_ttl=lease_ttl())
     except PhoneLost as error:

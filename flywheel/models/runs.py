@@ -20,6 +20,8 @@ class ModelVersion(models.Model):
         # A trained checkpoint not served yet: its page gives the vLLM recipe; once its endpoint is
         # registered it becomes an endpoint version every line and the benchmark can use.
         CHECKPOINT = "checkpoint", "Trained checkpoint (not served)"
+        # A compact candidate-ranking head (issue #16): served in-process from its artifact directory.
+        COMPACT = "compact", "Compact ranking policy (in-process)"
 
     name = models.CharField(max_length=200, unique=True)
     kind = models.CharField(max_length=10, choices=Kind, default="offline")

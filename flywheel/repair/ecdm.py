@@ -27,8 +27,11 @@ FACT_FIELDS = set(AttributionFacts.__dataclass_fields__) - {"recurring"}
 
 def needs_repair(trajectory: Trajectory) -> bool:
     """A failure the ECDM owns: judged False or Env_ERROR, and not itself an ECDM sample or the
-    continuation of a repair (those are never repaired again, so a repair cannot loop)."""
-    return trajectory.verdict in FAILED and trajectory.line != Line.ECDM
+    continuation of a repair (those are never repaired again, so a repair cannot loop), and not of a
+    query held out for evaluation: its failures are measured, never turned into training data (the
+    sample would never be exported, and its replay would run a held-out task off the benchmark)."""
+    return (trajectory.verdict in FAILED and trajectory.line != Line.ECDM
+            and not trajectory.query.evaluation_only)
 
 
 def on_trajectory_routed(sender, trajectory_id, outcome, reason="", **kwargs):
@@ -152,7 +155,7 @@ def sweep(limit: int = 50, now=None) -> dict:
     pending repairs no live worker holds."""
     now = now or timezone.now()
     unattributed = (Trajectory.objects.filter(verdict__in=FAILED).exclude(line=Line.ECDM)
-                    .filter(attributions__isnull=True)
+                    .exclude(query__evaluation_only=True).filter(attributions__isnull=True)
                     .filter(Q(finished_at__isnull=True) | Q(finished_at__lte=now - SWEEP_GRACE))
                     .order_by("finished_at", "pk").values_list("pk", flat=True)[:limit])
     attributed = 0

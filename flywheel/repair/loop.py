@@ -61,8 +61,10 @@ NO_TRAINER = "stopped before training: no training run is available (training is
 EMPTY_POOL = ("The RL query pool has no active or banked query to roll out. Bank Phase-0 queries "
               "(python manage.py rl_pool bank), or let counterfactual derivation add queries, then start the loop.")
 # name: (lowest, default, highest) — whole numbers
+# wait_for_people: 1 = an Undetermined rollout holds its round until a person adjudicates it; 0 = the
+# round goes on without it (it stays in the adjudication queue), for a loop nobody attends.
 LOOP_FIELDS = {"rounds": (1, 3, 50), "group_size": (1, 4, 100), "max_queries": (1, 50, 10_000),
-               "phones": (1, 4, 256), "max_steps": (1, 25, 500)}
+               "phones": (1, 4, 256), "max_steps": (1, 25, 500), "wait_for_people": (0, 1, 1)}
 
 
 def clean_loop_config(raw) -> dict:
@@ -303,7 +305,7 @@ def _judging(loop, loop_round) -> bool:
         waits.append(f"{open_work} rollout{'s' if open_work > 1 else ''} to collect (re-collection after Env_ERROR)")
     if verdicts.get(Outcome.PENDING):
         waits.append(f"{verdicts[Outcome.PENDING]} rollout(s) being judged by HTSC")
-    if verdicts.get(Outcome.UNDETERMINED):
+    if verdicts.get(Outcome.UNDETERMINED) and loop.config.get("wait_for_people", 1):
         waits.append(f"{verdicts[Outcome.UNDETERMINED]} Undetermined rollout(s) waiting for a person's adjudication")
     if unattributed:
         waits.append(f"{unattributed} of {failed.count()} failures not attributed yet (the ECDM's sweep "

@@ -260,7 +260,7 @@ def test_a_phone_lost_mid_task_is_re_collected_on_another_phone_not_scored_as_a_
             time.sleep(1.0)
             return self.inner.propose(state)
 
-    monkeypatch.setattr(runs, "policy_for", lambda version: Slow(policy_for(version)))
+    monkeypatch.setattr(runs, "policy_for", lambda version, **options: Slow(policy_for(version, **options)))
     benchmark = frozen_version([make_benchmark_query("lost")], role_users["manager"])
     evaluation = launch_evaluation(benchmark, default_policy_version(), split="held_out",
                                    config={"max_steps": 8, "phones": 1}, dispatch=False)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from PIL import Image, UnidentifiedImageError
 
+from devices.actions import FIELDS
 from flywheel.blobs import read_blob
 from flywheel.policies.protocol import DEFAULT_COORDS, POINT_FIELDS, HistoryEntry, build_messages, format_output
 from training.exports import sha256_hex
@@ -36,6 +37,7 @@ class SkippedSample(Exception):
 class ChatSample:
     record: dict                                  # one data.jsonl line: messages, images, meta
     images: dict[str, bytes] = field(default_factory=dict)   # relative path -> PNG bytes
+    files: dict[str, bytes] = field(default_factory=dict)    # relative path -> other bytes (the UI dump)
 
 
 class FrameCache:
@@ -95,21 +97,38 @@ def device_context(step) -> dict:
 
 
 def target_action(action: dict, png: bytes) -> dict:
-    """The executed action as the model is asked to emit it: pixel points become thousandths of the
-    screen (the system prompt's unit), so a trained model's output parses as the protocol says; the
-    keys in one order ("action" first, "coords" last), whatever order the database returns them in."""
-    target = dict(action)
-    if action.get("coords") == "pixel" and any(name in action for name in POINT_FIELDS):
+    """The executed action as the model is asked to emit it: only the protocol's fields (the executor
+    records what it resolved besides: an open's package, a directional swipe's start and end), pixel
+    points in thousandths of the screen (the system prompt's unit), so a trained model's output parses
+    as the protocol says; the keys in one order ("action" first, "coords" last), whatever order the
+    database returns them in."""
+    allowed = set(FIELDS.get(action.get("action"), ())) | {"action", "coords"}
+    if action.get("action") == "swipe" and action.get("direction"):
+        allowed -= {"start", "end"}
+    target = {key: value for key, value in action.items() if key in allowed}
+    if target.get("coords") == "pixel" and any(name in target for name in POINT_FIELDS):
         width, height = Image.open(io.BytesIO(png)).size
         target["coords"] = DEFAULT_COORDS
         for name in POINT_FIELDS:
-            point = action.get(name)
+            point = target.get(name)
             if isinstance(point, list | tuple) and len(point) == 2:
                 target[name] = [min(1000, max(0, round(point[0] * 1000 / width))),
                                 min(1000, max(0, round(point[1] * 1000 / height)))]
     ordered = {"action": target.pop("action", None)} if "action" in target else {}
     coords = {"coords": target.pop("coords")} if "coords" in target else {}
     return {**ordered, **dict(sorted(target.items())), **coords}
+
+
+def step_hierarchy(step) -> tuple[str, bytes]:
+    """The step's stored UI dump as hierarchies/<sha256>.xml ("" when none was stored or it is gone):
+    what a policy that reads the hierarchy (the compact policy) saw at that step."""
+    if not step.hierarchy:
+        return "", b""
+    try:
+        data = read_blob(step.hierarchy.name)
+    except (FileNotFoundError, OSError):
+        return "", b""
+    return f"hierarchies/{sha256_hex(data)}.xml", data
 
 
 def build_sample(goal: str, earlier: list, step, k: int, frames: FrameCache, meta: dict) -> ChatSample:
@@ -130,6 +149,8 @@ def build_sample(goal: str, earlier: list, step, k: int, frames: FrameCache, met
     text = messages[1]["content"][0]["text"]
     shown = chosen[-k:]
     assert len(messages[1]["content"]) - 1 == len(shown)
+    hierarchy_path, hierarchy = step_hierarchy(step)
+    width, height = Image.open(io.BytesIO(chosen[-1][1])).size
     record = {
         "messages": [
             {"role": "system", "content": messages[0]["content"]},
@@ -138,9 +159,10 @@ def build_sample(goal: str, earlier: list, step, k: int, frames: FrameCache, met
                                                            target_action(step.executed_action, chosen[-1][1]))},
         ],
         "images": [path for path, _ in shown],
-        "meta": {"trajectory": step.trajectory_id, "step": step.index, **meta},
+        "meta": {"trajectory": step.trajectory_id, "step": step.index, **meta,
+                 "hierarchy": hierarchy_path, "screen": [width, height]},
     }
-    return ChatSample(record=record, images=dict(shown))
+    return ChatSample(record=record, images=dict(shown), files={hierarchy_path: hierarchy} if hierarchy_path else {})
 
 
 def executed_steps(trajectory) -> list:

@@ -1,0 +1,246 @@
+"""The flywheel demo (issue #16): the compact policy, trained only by our pipeline, round over round.
+
+    round 0   the untrained compact policy M0, evaluated on the benchmark's held-out split
+    round 1   schema-guided collection on the training (open) queries → HTSC → SFT pool →
+              snapshot → M1 → evaluated on the held-out split
+    round 2,3 the evolution loop (flywheel/repair/loop.py) from M1: roll out M(t) on the RL pool (the
+              goal alone) → HTSC → ECDM repair → snapshot → M(t+1) → evaluated on the held-out split
+    ablation  M3's training without the ECDM-produced samples, evaluated the same way
+
+`advance_demo(id)` is safe to repeat and to run twice at once (the row is locked): it reads where the
+run stands from the database, starts what the next stage needs (Celery workers run the evaluations,
+collections and repairs) and moves on when that is done. Beat calls it every 10 s
+(flywheel_demo.tasks.advance_demos); `make flywheel-demo` calls it in its own loop as well.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from benchmark.imports import import_farm_tasks
+from benchmark.infer import EvaluationRefused, launch_evaluation
+from benchmark.models import Benchmark, EvalRun
+from flywheel.collection.runs import cancel_run, launch_run
+from flywheel.models import CollectionRun, EvolutionLoop, Line, LoopRound, ModelVersion, Outcome, Trajectory
+from flywheel.pools.rl import bank_phase0
+from flywheel.repair.loop import advance_loop, cancel_loop, newer_model, pool_sizes, start_loop
+from flywheel_demo.models import DemoRun
+from flywheel_demo.report import build_report, write_report
+from training.compact import CompactTrainingError, train_compact
+
+log = logging.getLogger(__name__)
+FARM_TASKS = Path(settings.BASE_DIR) / "simfarm" / "tasks" / "tasks.jsonl"
+DEFAULTS = {"phones": 4, "max_steps": 15, "loop_rounds": 2, "group_size": 2, "max_queries": 32, "epochs": 80,
+            "seed": 0}
+FINISHED_EVAL = (EvalRun.Status.DONE, EvalRun.Status.FAILED, EvalRun.Status.CANCELLED)
+FINISHED_RUN = (CollectionRun.Status.DONE, CollectionRun.Status.FAILED, CollectionRun.Status.CANCELLED)
+
+
+class DemoError(RuntimeError):
+    """The demo cannot go on; the message says why (recorded on the run)."""
+
+
+def clean_demo_config(raw: dict | None) -> dict:
+    config = dict(DEFAULTS)
+    for key, value in (raw or {}).items():
+        if key not in DEFAULTS:
+            raise ValidationError(f"unknown demo setting {key!r}; the settings are {', '.join(DEFAULTS)}")
+        if isinstance(value, bool) or not str(value).strip().isdigit():
+            raise ValidationError(f"{key.replace('_', ' ')} must be a whole number, not {value!r}")
+        config[key] = int(str(value).strip())
+    if not 1 <= config["phones"] <= 64 or not 1 <= config["loop_rounds"] <= 5 or not 1 <= config["epochs"] <= 500:
+        raise ValidationError("phones must be 1–64, loop rounds 1–5 and epochs 1–500")
+    if not 3 <= config["max_steps"] <= 50 or not 1 <= config["group_size"] <= 8 or config["max_queries"] < 1:
+        raise ValidationError("steps per rollout must be 3–50, the group size 1–8 and queries per round ≥ 1")
+    return config
+
+
+def start_demo(user=None, config: dict | None = None) -> DemoRun:
+    """A new demo run (ValidationError for a bad setting, or while another demo is live)."""
+    config = clean_demo_config(config)
+    if DemoRun.objects.filter(status__in=DemoRun.LIVE).exists():
+        raise ValidationError("a flywheel demo is already running: follow it, or cancel it first")
+    demo = DemoRun.objects.create(config=config, created_by=user if getattr(user, "pk", None) else None,
+                                  detail="queued: set-up starts at the next step")
+    transaction.on_commit(lambda: _kick(demo.pk))
+    return demo
+
+
+def _kick(demo_id):
+    from flywheel_demo.tasks import advance_demo_task
+
+    advance_demo_task.delay(demo_id)
+
+
+def cancel_demo(demo: DemoRun, user=None) -> DemoRun:
+    with transaction.atomic():
+        demo = DemoRun.objects.select_for_update().get(pk=demo.pk)
+        if demo.status not in DemoRun.LIVE:
+            return demo
+        for run in CollectionRun.objects.filter(pk__in=_run_ids(demo), status__in=("queued", "running")):
+            cancel_run(run)
+        loop = EvolutionLoop.objects.filter(pk=demo.state.get("loop")).first()
+        if loop is not None:
+            cancel_loop(loop, user)
+        _finish(demo, DemoRun.Status.CANCELLED, f"cancelled{f' by {user}' if user else ''} during {demo.stage}")
+    return demo
+
+
+def _run_ids(demo) -> list[int]:
+    ids = [demo.state.get("collection_run")]
+    ids += list(EvalRun.objects.filter(pk__in=(demo.state.get("evals") or {}).values())
+                .values_list("collection_run_id", flat=True))
+    return [i for i in ids if i]
+
+
+def advance_demo(demo_id: int) -> DemoRun | None:
+    try:
+        with transaction.atomic():
+            demo = DemoRun.objects.select_for_update().filter(pk=demo_id).first()
+            if demo is None or demo.status not in DemoRun.LIVE:
+                return demo
+            if demo.status == DemoRun.Status.QUEUED:
+                demo.status, demo.started_at = DemoRun.Status.RUNNING, timezone.now()
+            for _ in range(6):  # each pass moves one stage; stop when the stage waits
+                if not STAGES[demo.stage](demo):
+                    break
+            demo.save()
+    except (DemoError, CompactTrainingError, EvaluationRefused, ValidationError) as error:
+        DemoRun.objects.filter(pk=demo_id, status__in=DemoRun.LIVE).update(
+            status=DemoRun.Status.FAILED, error=str(error), detail=f"failed: {error}"[:300], finished_at=timezone.now())
+    except Exception as error:  # a bug or a lost connection: tried again at the next step
+        log.exception("flywheel demo %s could not advance", demo_id)
+        DemoRun.objects.filter(pk=demo_id, status__in=DemoRun.LIVE).update(
+            detail=f"error: {type(error).__name__}: {error}; tried again at the next step"[:300])
+    return DemoRun.objects.filter(pk=demo_id).first()
+
+
+# -- the stages (each returns True when it moved on) --------------------------------------------------
+
+def _model_name(demo, label) -> str:
+    return f"compact-demo{demo.pk}-{label}"
+
+
+def _train(demo, label, parent, **options) -> ModelVersion:
+    model = train_compact(_model_name(demo, label), parent=parent, epochs=options.pop("epochs", demo.config["epochs"]),
+                          seed=demo.config["seed"], **options)
+    demo.state.setdefault("models", {})[label] = model.pk
+    demo.state.setdefault("pools", {})[label] = pool_sizes()
+    return model
+
+
+def _evaluate(demo, label, model):
+    benchmark = Benchmark.objects.get(pk=demo.state["benchmark"])
+    evaluation = launch_evaluation(benchmark, model, split="held_out", user=demo.created_by,
+                                   config={"phones": demo.config["phones"], "max_steps": demo.config["max_steps"]})
+    demo.state.setdefault("evals", {})[label] = evaluation.pk
+
+
+def _setup(demo) -> bool:
+    # The farm's task set, split once by the benchmark import into training and held-out queries.
+    benchmark = import_farm_tasks(getattr(settings, "FLYWHEEL_DEMO_TASKS", None) or FARM_TASKS)
+    open_keys = list(benchmark.items.filter(split="open").values_list("query__key", flat=True))
+    demo.state.update(benchmark=benchmark.pk, open_queries=len(open_keys),
+                      held_out_queries=benchmark.items.filter(split="held_out").count(),
+                      banked=bank_phase0())
+    # Round 1's data first (its critical path): the schema-guided line on the training queries, the
+    # only line that shows the known path. Then round 0's evaluation, which takes the phones after it.
+    run = launch_run(Line.SCHEMA, {"keys": open_keys}, config={
+        "phones": demo.config["phones"], "max_steps": demo.config["max_steps"] + 10,
+        "clarify_wait_s": 0}, user=demo.created_by)  # nobody attends the demo: a clarify goes unanswered
+    demo.state["collection_run"] = run.pk
+    m0 = _train(demo, "r0", None, epochs=0)
+    _evaluate(demo, "r0", m0)
+    return _stage(demo, "round1", f"round 0: evaluating {m0} on {demo.state['held_out_queries']} held-out tasks; "
+                                  f"schema-guided collection of {len(open_keys)} training queries")
+
+
+def _round1(demo) -> bool:
+    run = CollectionRun.objects.get(pk=demo.state["collection_run"])
+    if run.status not in FINISHED_RUN:
+        return _wait(demo, f"round 1: schema-guided run #{run.pk} has collected {run.completed} of {run.total}")
+    pending = Trajectory.objects.filter(run_id=run.pk, verdict=Outcome.PENDING).count()
+    if pending:
+        return _wait(demo, f"round 1: HTSC is judging {pending} trajectories of run #{run.pk}")
+    m1 = _train(demo, "r1", ModelVersion.objects.get(pk=demo.state["models"]["r0"]))
+    _evaluate(demo, "r1", m1)
+    loop = start_loop(demo.created_by, m1, name=f"flywheel demo #{demo.pk}", config={
+        "rounds": demo.config["loop_rounds"], "group_size": demo.config["group_size"],
+        "phones": demo.config["phones"], "max_steps": demo.config["max_steps"], "max_queries": demo.config["max_queries"],
+        "wait_for_people": 0})  # nobody attends the demo: Undetermined rollouts stay queued for people
+    demo.state["loop"] = loop.pk
+    return _stage(demo, "loop", f"round 2: the loop rolls out {m1} on the RL pool")
+
+
+def _loop(demo) -> bool:
+    loop = advance_loop(demo.state["loop"])
+    for loop_round in LoopRound.objects.filter(loop=loop).order_by("number"):
+        label = f"r{loop_round.number + 1}"
+        if loop_round.stage == LoopRound.Stage.AWAITING_TRAINING and label not in demo.state.get("models", {}):
+            # No EVOLUTION_TRAINER here: the demo trains M(t+1) itself; the loop picks it up as the
+            # model derived from M(t) (its parent) and closes the round.
+            _train(demo, label, loop_round.model_version)
+            loop = advance_loop(loop.pk)
+        loop_round.refresh_from_db()
+        if loop_round.stage == LoopRound.Stage.DONE and label not in demo.state.get("evals", {}):
+            produced = (demo.state.get("models", {}).get(label)   # trained here, or by EVOLUTION_TRAINER
+                        or (loop_round.stats.get("training") or {}).get("model_version"))
+            model = ModelVersion.objects.filter(pk=produced).first() if produced else newer_model(loop_round)
+            if model is None:
+                raise DemoError(f"loop round {loop_round.number} is done but names no trained model")
+            demo.state.setdefault("models", {})[label] = model.pk
+            demo.state.setdefault("pools", {}).setdefault(label, loop_round.pool_sizes)
+            _evaluate(demo, label, model)
+    loop.refresh_from_db()
+    if loop.status in (EvolutionLoop.Status.FAILED, EvolutionLoop.Status.CANCELLED):
+        raise DemoError(f"the evolution loop #{loop.pk} {loop.status}: {loop.state}")
+    if loop.status != EvolutionLoop.Status.DONE:
+        return _wait(demo, f"loop #{loop.pk}: {loop.state}")
+    last = f"r{1 + demo.config['loop_rounds']}"
+    if last not in demo.state.get("evals", {}):
+        raise DemoError(f"the loop ended before round {last[1:]} ({loop.state})")
+    # The ablation: the last round's training without what the ECDM produced.
+    ablation = _train(demo, "ablation", ModelVersion.objects.get(pk=demo.state["models"]["r1"]),
+                      sources={"ecdm_repaired": 0, "*": 1})
+    _evaluate(demo, "ablation", ablation)
+    return _stage(demo, "report", "evaluating the last round and the ablation on the held-out tasks")
+
+
+def _report(demo) -> bool:
+    evals = EvalRun.objects.filter(pk__in=demo.state["evals"].values())
+    waiting = [e for e in evals if e.status not in FINISHED_EVAL]
+    if waiting:
+        return _wait(demo, "evaluating on the held-out tasks: " + ", ".join(
+            f"{e.model_version} {e.completed}/{e.total}" for e in waiting))
+    demo.report = build_report(demo)
+    demo.report_path = str(write_report(demo))
+    figures = demo.report["figures"]
+    _finish(demo, DemoRun.Status.DONE, f"done: SR {figures['sr_round0']} → {figures['sr_round1']} → "
+                                       f"{figures['sr_round3']} in {figures['minutes']} min")
+    return False
+
+
+STAGES = {"setup": _setup, "round1": _round1, "loop": _loop, "report": _report,
+          "done": lambda demo: False}
+
+
+def _stage(demo, stage, detail) -> bool:
+    demo.stage, demo.detail = stage, detail[:300]
+    return True
+
+
+def _wait(demo, detail) -> bool:
+    demo.detail = detail[:300]
+    return False
+
+
+def _finish(demo, status, detail):
+    demo.status, demo.detail, demo.finished_at = status, detail[:300], timezone.now()
+    if status == DemoRun.Status.DONE:
+        demo.stage = "done"
+    demo.save()

@@ -1,0 +1,146 @@
+"""`make flywheel-demo`: the flywheel proves itself on this machine (issue #16).
+
+Starts what it needs, apart from the console's own data: a fresh database (a new PostgreSQL database
+on the server DATABASE_URL names, dropped at the end unless FLYWHEEL_DEMO_KEEP_DB=1; SQLite when
+DATABASE_URL is not PostgreSQL), a virtual farm with 4 phones, and one Celery worker (every queue,
+the farm's host queue, beat embedded). Redis comes from REDIS_URL under a private key prefix. Then it
+runs flywheel_demo's rounds through them (flywheel_demo/orchestrator.py) and prints the report.
+
+Every run's report is kept in var/flywheel-demo/ (FLYWHEEL_DEMO_REPORTS); the console's Flywheel demo
+page lists them. Ends with one line:
+`flywheel: sr_round0=<n> sr_round1=<n> sr_round3=<n> salvage_yield=<n> minutes=<n>`.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+STAMP = time.strftime("%Y%m%d-%H%M%S")
+VAR = ROOT / "var" / "flywheel-demo" / f"run-{STAMP}"
+VAR.mkdir(parents=True, exist_ok=True)
+PHONES = int(os.environ.get("FLYWHEEL_DEMO_PHONES", "4"))
+TIMEOUT_MIN = float(os.environ.get("FLYWHEEL_DEMO_TIMEOUT_MIN", "45"))
+os.environ["FLYWHEEL_VAR_DIR"] = str(VAR)
+os.environ.setdefault("FLYWHEEL_DEMO_REPORTS", str(ROOT / "var" / "flywheel-demo"))
+os.environ["FLYWHEEL_KEY_PREFIX"] = f"demo{os.getpid()}:"
+os.environ["EVOLUTION_TRAINER"] = ""  # the demo trains each round's compact model itself
+# One host drives one run at a time: a run that found every phone taken is sent again this soon.
+os.environ.setdefault("COLLECTION_REDISPATCH_AFTER_S", "20")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+
+def fresh_database() -> tuple[str, str]:
+    """(DATABASE_URL for this run, the PostgreSQL database to drop afterwards or "")."""
+    base = os.environ.get("FLYWHEEL_DEMO_DATABASE_URL") or os.environ.get("DATABASE_URL", "")
+    if not base.startswith(("postgres://", "postgresql://")):
+        return f"sqlite:///{VAR}/demo.sqlite3", ""
+    import psycopg
+
+    name = f"flywheel_demo_{STAMP.replace('-', '_')}_{os.getpid()}"
+    with psycopg.connect(base, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')  # name is ours: digits and underscores only
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path=f"/{name}")), name
+
+
+def drop_database(name: str, base: str):
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+BASE_URL = os.environ.get("FLYWHEEL_DEMO_DATABASE_URL") or os.environ.get("DATABASE_URL", "")
+os.environ["DATABASE_URL"], DROP = fresh_database()
+
+import django
+
+django.setup()
+
+from django.core.management import call_command
+
+from devices.registry import discover_devices
+from flywheel.collection.runs import host_queue
+from flywheel_demo.models import DemoRun
+from flywheel_demo.orchestrator import advance_demo, clean_demo_config
+from tests.farm import die_with_parent, running_farm
+
+QUEUES = "default,collection,evaluation,repair,training,benchmark"
+
+
+def start_worker(address, log):
+    env = dict(os.environ, ADB_SERVERS=address)
+    return subprocess.Popen(
+        [str(ROOT / ".venv/bin/celery"), "-A", "config", "worker", "-B", "-s", str(VAR / "beat-schedule"),
+         "--concurrency", "4", "-l", "warning", "-Q", f"{QUEUES},{host_queue(address)}",
+         "-n", f"demo-{os.getpid()}@%h", "--without-mingle", "--without-gossip"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+
+
+def print_report(report: dict):
+    print("round  model                      held-out SR (solved/tasks)  salvage yield  SFT pool (ECDM)  steps trained")
+    for row in report["rounds"]:
+        training, pools = row.get("training") or {}, row.get("pools") or {}
+        salvage = row.get("salvage_yield")
+        print(f"{row['round']:>5}  {training.get('model', '?'):<26} {row.get('sr')!s:>6} "
+              f"({row.get('successes', 0)}/{row.get('tasks', 0)})            "
+              f"{'n/a' if salvage is None else salvage!s:>6}        {pools.get('sft', 0):>5} ({pools.get('sft_ecdm', 0)})"
+              f"        {training.get('steps_used') or 0}")
+    ablation = report["ablation"]
+    print(f"ablation without ECDM-produced samples: SR {ablation.get('sr')} "
+          f"({ablation.get('successes', 0)}/{ablation.get('tasks', 0)}); gains {report['gains']}; met {report['met']}")
+
+
+def main():
+    call_command("migrate", verbosity=0)
+    config = clean_demo_config({"phones": PHONES})
+    with running_farm(devices=PHONES, log_path=VAR / "farm.log") as farm, open(VAR / "worker.log", "wb") as log:
+        os.environ["ADB_SERVERS"] = farm.address
+        from django.conf import settings
+
+        settings.ADB_SERVERS = [farm.address]
+        discover_devices([farm.address])
+        worker = start_worker(farm.address, log)
+        try:
+            demo = DemoRun.objects.create(config=config, detail="started by make flywheel-demo")
+            deadline, last = time.monotonic() + TIMEOUT_MIN * 60, ""
+            while time.monotonic() < deadline:
+                demo = advance_demo(demo.pk)
+                if demo.detail != last:
+                    print(f"[{time.strftime('%H:%M:%S')}] {demo.stage}: {demo.detail}", flush=True)
+                    last = demo.detail
+                if demo.status not in DemoRun.LIVE:
+                    break
+                if worker.poll() is not None:
+                    raise SystemExit(f"the Celery worker exited ({worker.returncode}); see {VAR / 'worker.log'}")
+                time.sleep(3)
+            else:
+                raise SystemExit(f"the demo did not finish in {TIMEOUT_MIN} min (stage {demo.stage}: {demo.detail})")
+        finally:
+            worker.terminate()
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+    if demo.status != DemoRun.Status.DONE:
+        raise SystemExit(f"the demo {demo.status}: {demo.error or demo.detail}")
+    print_report(demo.report)
+    print(f"report kept in {demo.report_path}")
+    print(demo.report["line"])
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: still drop the database
+    try:
+        main()
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if DROP and os.environ.get("FLYWHEEL_DEMO_KEEP_DB") != "1":
+            drop_database(DROP, BASE_URL)

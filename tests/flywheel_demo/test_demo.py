@@ -1,0 +1,123 @@
+"""The flywheel demo (issue #16) end to end through a real Celery worker and the virtual farm, on a
+small slice of the farm's task set (the full run is `make flywheel-demo`, whose figures are measured
+there, not here); and its page: roles, launching, following, every kept report."""
+import json
+import time
+
+import pytest
+from django.urls import reverse
+
+from benchmark.models import EvalRun
+from flywheel.models import CollectionRun, EvolutionLoop, ModelVersion, SftEntry
+from flywheel_demo.models import DemoRun
+from flywheel_demo.orchestrator import advance_demo, clean_demo_config, start_demo
+from flywheel_demo.report import last_line, stored_reports
+from tests.conftest import ROOT
+
+WORKER_ENV = {"ECDM_AUTOMATIC": "1", "ECDM_REPLAY": "0"}
+SLICE = ("notes-create-groceries-l1", "notes-delete-gift-ideas", "notes-pin-meeting", "notes-default-work-l1",
+         "gallery-fav-temple-l1", "gallery-backup-on", "gallery-delete-receipt", "settings-dark-theme-l1",
+         "settings-airplane-boarding", "settings-dnd-on")
+
+
+@pytest.fixture
+def demo_settings(settings, tmp_path):
+    lines = [line for line in (ROOT / "simfarm/tasks/tasks.jsonl").read_text().splitlines()
+             if json.loads(line)["key"] in SLICE]
+    (tmp_path / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    settings.FLYWHEEL_DEMO_TASKS = str(tmp_path / "tasks.jsonl")
+    settings.FLYWHEEL_DEMO_REPORTS = tmp_path / "reports"
+    settings.TRAINING_ROOT = tmp_path / "training"
+    settings.EVOLUTION_TRAINER = ""
+    return settings
+
+
+@pytest.mark.worker
+@pytest.mark.farm
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_runs_every_round_through_the_services(demo_settings, farm_settings, celery_worker_process):
+    from devices.registry import discover_devices
+
+    discover_devices([farm_settings.address])
+    demo = DemoRun.objects.create(config=clean_demo_config({"phones": 3, "max_steps": 6, "loop_rounds": 1,
+                                                            "epochs": 10}))
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:  # a guard against hanging, not a speed check
+        demo = advance_demo(demo.pk)
+        if demo.status not in DemoRun.LIVE:
+            break
+        time.sleep(1)
+    assert demo.status == DemoRun.Status.DONE, (demo.stage, demo.detail, demo.error)
+    report = demo.report
+    held_out = report["held_out_queries"]
+    assert 0 < held_out < len(SLICE) and report["open_queries"] == len(SLICE) - held_out
+    assert [row["round"] for row in report["rounds"]] == [0, 1, 2]
+    for row in report["rounds"] + [report["ablation"]]:
+        assert row["tasks"] == held_out and 0 <= row["sr"] <= 1 and row["status"] == "done"
+    # Every evaluation ran on the held-out split only, each round on its own model, M0 → M1 → M2.
+    evaluations = EvalRun.objects.filter(pk__in=demo.state["evals"].values())
+    assert {e.split for e in evaluations} == {"held_out"} and evaluations.count() == 4
+    models = {label: ModelVersion.objects.get(pk=pk) for label, pk in demo.state["models"].items()}
+    assert models["r1"].parent == models["r0"] and models["r2"].parent == models["r1"]
+    assert {m.kind for m in models.values()} == {"compact"}
+    # Round 1 trained on the schema-guided line's verified trajectories; no collection drew a held-out query.
+    assert report["rounds"][1]["training"]["steps_used"] > 0 and report["rounds"][1]["pools"]["sft"] > 0
+    held_keys = set(EvalRun.objects.get(pk=demo.state["evals"]["r0"]).benchmark.items.filter(split="held_out")
+                    .values_list("query__key", flat=True))
+    for run in CollectionRun.objects.exclude(line="benchmark"):
+        assert not set(run.trajectories.values_list("query__key", flat=True)) & held_keys
+    assert not SftEntry.objects.filter(trajectory__query__evaluation_only=True, trajectory__line="ecdm").exists()
+    # Round 2 is the loop's: its rollouts, verdicts and salvage are reported; the ablation dropped the ECDM's data.
+    loop = EvolutionLoop.objects.get(pk=demo.state["loop"])
+    assert loop.status == "done" and report["rounds"][2]["rollouts"] > 0
+    assert "ecdm_repaired" not in (report["ablation"]["training"]["by_source"] or {})
+    assert report["line"] == last_line(report["figures"]) and report["line"].startswith("flywheel: sr_round0=")
+    assert stored_reports()[0]["demo"] == demo.pk
+
+
+def test_a_bad_setting_or_a_second_live_demo_is_refused(db):
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError, match="unknown demo setting"):
+        clean_demo_config({"turbo": 1})
+    with pytest.raises(ValidationError, match="whole number"):
+        clean_demo_config({"phones": "four"})
+    with pytest.raises(ValidationError, match="phones must be"):
+        clean_demo_config({"phones": 0})
+    DemoRun.objects.create(config=clean_demo_config({}))
+    with pytest.raises(ValidationError, match="already running"):
+        start_demo(None, {})
+
+
+def test_the_page_is_for_managers_and_shows_runs_and_kept_reports(client_as, db, settings, tmp_path):
+    settings.FLYWHEEL_DEMO_REPORTS = tmp_path
+    url = reverse("flywheel-demo")
+    assert client_as("annotator").get(url).status_code == 403
+    assert client_as("adjudicator").post(reverse("flywheel-demo-start")).status_code == 403
+    manager = client_as("manager")
+    page = manager.get(url).content.decode()
+    assert "No demo has run on this console yet" in page and "No report is kept yet" in page
+    figures = {"sr_round0": 0.0, "sr_round1": 0.25, "sr_round3": 0.5, "salvage_yield": 0.8, "minutes": 9.5}
+    kept = {"demo": 7, "rounds": [{"round": 0, "sr": 0.0, "tasks": 4, "successes": 0},
+                                  {"round": 1, "sr": 0.25, "tasks": 4, "successes": 1}],
+            "ablation": {}, "figures": figures, "line": last_line(figures)}
+    (tmp_path / "flywheel-demo-20261203-120000-7.json").write_text(json.dumps(kept))
+    (tmp_path / "flywheel-demo-20261203-130000-8.json").write_text("{not json")
+    page = manager.get(url).content.decode()
+    assert "flywheel: sr_round0=0 sr_round1=0.25 sr_round3=0.5 salvage_yield=0.8 minutes=9.5" in page
+    assert "cannot be read" in page
+    detail = manager.get(reverse("flywheel-demo-report", args=["flywheel-demo-20261203-120000-7.json"]))
+    assert detail.status_code == 200 and "demo-sr-chart" in detail.content.decode()
+    assert manager.get(reverse("flywheel-demo-report", args=["nope.json"])).status_code == 404
+
+    response = manager.post(reverse("flywheel-demo-start"), {"phones": "2", "loop_rounds": "9"})
+    assert response.status_code == 302 and not DemoRun.objects.exists()  # refused with the reason
+    response = manager.post(reverse("flywheel-demo-start"), {"phones": "2"}, follow=True)
+    demo = DemoRun.objects.get()
+    assert demo.config["phones"] == 2 and demo.created_by.username == "manager-user"
+    assert b"demo-live" in response.content and b"every 5s" in response.content
+    live = manager.get(reverse("flywheel-demo-live", args=[demo.pk]))
+    assert live.status_code == 200 and b"Queued" in live.content
+    manager.post(reverse("flywheel-demo-cancel", args=[demo.pk]))
+    demo.refresh_from_db()
+    assert demo.status == DemoRun.Status.CANCELLED and "cancelled by manager-user" in demo.detail

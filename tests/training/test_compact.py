@@ -1,0 +1,189 @@
+"""The compact policy (issue #16): candidates and features, the export it trains from, the torch
+trainer in its subprocess, and the trained head acting through the policy interface and protocol."""
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from flywheel.blobs import store_blob
+from flywheel.models import App, ModelVersion, Query, SftEntry, Step, Trajectory
+from flywheel.policies import PolicyState, policy_for
+from flywheel.policies.compact import CompactPolicy
+from flywheel.policies.compact_features import SCALARS, candidates, featurize, goal_spans, prompt_parts, target_index
+from flywheel.policies.protocol import TAGS, HistoryEntry, history_text, parse_output
+from training.compact import CompactTrainingError, featurize_snapshot, loop_trainer, train_compact
+from training.models import DataSnapshot
+from training.snapshots import create_snapshot, verify_snapshot
+
+pytestmark = pytest.mark.django_db
+SCREEN = (540, 1200)
+APP = "com.sim.notes"
+
+
+def node(text="", rid="", cls="android.widget.Button", bounds=(0, 0, 10, 10), clickable=True, **extra):
+    attrs = {"text": text, "resource-id": rid, "class": cls, "package": APP, "content-desc": extra.get("desc", ""),
+             "clickable": str(clickable).lower(), "enabled": "true", "focused": str(extra.get("focused", False)).lower(),
+             "checked": str(extra.get("checked", False)).lower(), "bounds": "[{},{}][{},{}]".format(*bounds)}
+    return "<node " + " ".join(f'{k}="{v}"' for k, v in attrs.items()) + " />"
+
+
+def screen_xml(*nodes) -> str:
+    root = (f'<node text="" resource-id="" class="android.widget.FrameLayout" package="{APP}" content-desc="" '
+            f'clickable="false" enabled="true" bounds="[0,0][{SCREEN[0]},{SCREEN[1]}]">')
+    return f"<hierarchy rotation=\"0\">{root}{''.join(nodes)}</node></hierarchy>"
+
+
+LIST = screen_xml(node("Shopping list", bounds=(0, 100, 540, 200)), node("Gift ideas", bounds=(0, 200, 540, 300)),
+                  node("Meeting notes", bounds=(0, 300, 540, 400)), node("", rid=f"{APP}:id/fab_add", desc="New note",
+                                                                         bounds=(440, 1000, 520, 1080)))
+EDITOR = screen_xml(node("Title", rid=f"{APP}:id/title", cls="android.widget.EditText", bounds=(0, 100, 540, 200),
+                         focused=True),
+                    node("Note", rid=f"{APP}:id/body", cls="android.widget.EditText", bounds=(0, 200, 540, 800)),
+                    node("Save", rid=f"{APP}:id/save", bounds=(400, 20, 540, 90)))
+
+
+def frame(seed) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", SCREEN, (seed * 40 % 256, 90, 120)).save(out, format="PNG")
+    return out.getvalue()
+
+
+def thousandths(x, y):
+    return [round(x * 1000 / SCREEN[0]), round(y * 1000 / SCREEN[1])]
+
+
+def test_goal_spans_are_the_text_a_goal_asks_to_enter():
+    assert goal_spans("Open Chatter, tap Mom's chat, type 'On my way' and press Send.")[0] == "On my way"
+    assert "Groceries" in goal_spans("Open Notes, tap the + button, type Groceries as the title")
+    spans = goal_spans("Add Dana White, 5550199, to my Chatter contacts.")
+    assert "Dana White" in spans and "5550199" in spans and "Add Dana White" not in spans
+    assert goal_spans("") == []
+
+
+def test_candidates_offer_every_element_and_the_fixed_actions():
+    found = candidates(EDITOR, SCREEN, "type 'Groceries' as the title", [APP])
+    kinds = [c.kind for c in found]
+    assert kinds.count("tap") == 3 and {"type", "swipe_up", "swipe_down", "back", "open", "terminate"} <= set(kinds)
+    typed = [c for c in found if c.kind == "type"]
+    assert {c.span for c in typed} == {"Groceries"} and len(typed) == 2  # one per editable field
+    assert typed[0].action == {"action": "type", "text": "Groceries", "point": thousandths(270, 150),
+                               "coords": "thousandths"}
+    assert candidates("", SCREEN, "anything", [])[-1].kind == "terminate"  # an empty dump still offers the rest
+
+
+def test_the_target_of_an_executed_action_is_the_candidate_it_hit():
+    found = candidates(LIST, SCREEN, "Open Gift ideas", [APP])
+    assert found[target_index(found, {"action": "click", "point": thousandths(100, 250)}, SCREEN)].label == "Gift ideas"
+    assert found[target_index(found, {"action": "open", "app": APP}, SCREEN)].kind == "open"
+    assert found[target_index(found, {"action": "system_button", "button": "back"}, SCREEN)].kind == "back"
+    assert found[target_index(found, {"action": "terminate", "status": "success"}, SCREEN)].kind == "terminate"
+    assert target_index(found, {"action": "click", "point": [999, 5]}, SCREEN) is None       # nothing there
+    assert target_index(found, {"action": "wait", "seconds": 1}, SCREEN) is None
+    assert target_index(found, {"action": "terminate", "status": "failure"}, SCREEN) is None
+    _, features = featurize("Open Gift ideas", "", LIST, SCREEN, [APP], APP)
+    assert features.shape == (len(found), 384 * 2 + SCALARS) and np.isfinite(features).all()
+
+
+def notes_query(text, key):
+    query = Query.objects.create(key=key, text=text, tier="L1")
+    query.set_apps([App.objects.get_or_create(package=APP, defaults={"label": "Notes"})[0]])
+    return query
+
+
+def verified_trajectory(query, steps):
+    """An HTSC-True trajectory in the SFT pool: steps = [(hierarchy xml, executed pixel action)]."""
+    trajectory = Trajectory.objects.create(query=query, line="schema", status="completed", verdict="true")
+    for index, (xml, action) in enumerate(steps):
+        Step.objects.create(trajectory=trajectory, index=index, screenshot=store_blob(frame(index), "png"),
+                            hierarchy=store_blob(xml.encode(), "xml"), foreground_package=APP,
+                            cot={"Observation": "o", "Reflection": "", "Plan": "p", "Decision": "d", "Memory": ""},
+                            proposed_action=action, executed_action=action)
+    SftEntry.objects.create(trajectory=trajectory, intake=SftEntry.Intake.HTSC_TRUE)
+    return trajectory
+
+
+@pytest.fixture
+def pool(settings, tmp_path):
+    settings.TRAINING_ROOT = tmp_path / "training"
+    for n, (title, row_y) in enumerate([("Gift ideas", 250), ("Meeting notes", 350), ("Shopping list", 150)]):
+        verified_trajectory(notes_query(f"Open my {title} note", f"compact-{n}"), [
+            (LIST, {"action": "click", "point": [100, row_y], "coords": "pixel"}),
+            (EDITOR, {"action": "terminate", "status": "success"}),
+        ])
+    verified_trajectory(notes_query("Make a note titled 'Groceries'", "compact-type"), [
+        (LIST, {"action": "click", "point": [480, 1040], "coords": "pixel"}),
+        (EDITOR, {"action": "type", "text": "Groceries", "point": [270, 150], "coords": "pixel"}),
+        (EDITOR, {"action": "wait", "seconds": 1}),  # no candidate: counted and skipped
+    ])
+
+
+def test_the_sft_export_carries_each_steps_ui_dump_screen_and_apps(pool):
+    snapshot = create_snapshot("sft")
+    assert snapshot.status == DataSnapshot.Status.READY and snapshot.stats["hierarchies"] == 2
+    records = [json.loads(line) for line in (Path(snapshot.directory) / "data.jsonl").read_text().splitlines()]
+    meta = records[0]["meta"]
+    assert meta["screen"] == list(SCREEN) and meta["apps"] == [APP]
+    assert (Path(snapshot.directory) / meta["hierarchy"]).read_text() == LIST
+    goal, history, package = prompt_parts(records[1]["messages"][1]["content"])
+    assert goal == "Open my Gift ideas note" and history.startswith("Step 1: ") and package == APP
+    assert verify_snapshot(snapshot) == []
+    (Path(snapshot.directory) / meta["hierarchy"]).write_text("<hierarchy/>")
+    assert any("does not match its sha256" in problem for problem in verify_snapshot(snapshot))
+
+
+def test_train_then_act_through_the_policy_interface(pool):
+    untrained = train_compact("compact-test-r0", epochs=0)
+    assert untrained.kind == ModelVersion.Kind.COMPACT and Path(untrained.artifact, "weights.npz").exists()
+    model = train_compact("compact-test-r1", parent=untrained, epochs=80)
+    assert model.parent == untrained and train_compact("compact-test-r1") == model  # made once
+    report = json.loads(Path(model.artifact, "training.json").read_text())
+    assert report["used"] == 8 and report["skipped"] == {"no candidate for wait": 1}
+    assert report["trainer"]["train_accuracy"] >= 0.99
+    snapshot = DataSnapshot.objects.get(pk=report["snapshot"])
+    arrays, _ = featurize_snapshot(snapshot)
+    assert len(arrays["offsets"]) == 9 and arrays["x"].shape[0] == arrays["offsets"][-1]
+
+    policy = policy_for(model)
+    state = PolicyState(goal="Open my Gift ideas note", history=[], screenshots=[frame(0)], hierarchy_xml=LIST,
+                        screen_size=SCREEN, foreground={"package": APP}, apps=[APP])
+    proposal = policy.propose(state)
+    assert proposal.action == {"action": "click", "point": thousandths(270, 250), "coords": "thousandths"}
+    assert set(proposal.cot) == set(TAGS) and "Gift ideas" in proposal.cot["Decision"]
+    assert 0 < proposal.confidence <= 1 and proposal.policy == model.name
+    assert parse_output(proposal.model_io["output"], screen=SCREEN).action == proposal.action
+    done = PolicyState(goal="Open my Gift ideas note", screenshots=[frame(1)], hierarchy_xml=EDITOR,
+                       history=[HistoryEntry(cot=proposal.cot, action={"action": "click", "point": [270, 250],
+                                                                        "coords": "pixel"})],
+                       screen_size=SCREEN, foreground={"package": APP}, apps=[APP])
+    assert history_text(done.history).startswith("Step 1:")
+    # RL rollouts sample (a group of G can disagree); everywhere else the policy is greedy.
+    assert policy_for(model, line="rl").temperature == 1.0 and policy_for(model, line="benchmark").temperature == 0
+    hot = CompactPolicy(model.artifact, temperature=50.0, seed=1)
+    assert len({json.dumps(hot.propose(state).action) for _ in range(30)}) > 1
+    assert {json.dumps(policy.propose(state).action) for _ in range(5)} == {json.dumps(proposal.action)}
+    assert policy.propose(done).action["action"] == "terminate"
+
+
+def test_a_model_without_files_or_an_empty_pool_says_why(pool, settings):
+    broken = ModelVersion.objects.create(name="compact-broken", kind="compact", artifact=str(settings.TRAINING_ROOT))
+    state = PolicyState(goal="g", history=[], screenshots=[frame(0)], hierarchy_xml=LIST, screen_size=SCREEN)
+    with pytest.raises(Exception, match="compact model files are missing"):
+        policy_for(broken).propose(state)
+    SftEntry.objects.all().delete()
+    with pytest.raises(CompactTrainingError, match="SFT snapshot"):
+        train_compact("compact-nothing", epochs=5)
+    assert not ModelVersion.objects.filter(name="compact-nothing").exists()
+
+
+def test_the_loop_trainer_trains_m_t_plus_1_from_a_compact_m_t(pool, django_user_model):
+    from flywheel.models import EvolutionLoop, LoopRound
+
+    m0 = train_compact("compact-loop-m0", epochs=0)
+    loop = EvolutionLoop.objects.create(name="l", model_version=m0, config={"rounds": 1})
+    loop_round = LoopRound.objects.create(loop=loop, number=1, model_version=m0)
+    reply = loop_trainer(loop_round)
+    assert reply["status"] == "done" and reply["model_version"].parent == m0
+    assert loop_trainer(loop_round)["model_version"] == reply["model_version"]  # keyed by the round

@@ -1,0 +1,163 @@
+"""Training the compact policy (issue #16) from the pools, through their exports only.
+
+    model = train_compact("compact-r1", parent=m0)        # SFT snapshot → features → head → ModelVersion
+
+Each training exports a new SFT snapshot of the pools (training/snapshots.py: held-out queries are
+never exported), reads the samples back out of the snapshot's files — the goal, the history text and
+the device context from the protocol's user message, the UI dump and screen size the sample names,
+the target action from the assistant's output — featurises them with the policy's own
+compact_features.featurize, and hands the arrays to the torch trainer (training/trainer/compact.py)
+in a subprocess, so the web app and this module never import torch. A sample whose action the screen
+offers no candidate for (a wait, a clarify, a tap on nothing) is counted and skipped.
+
+The evolution loop's trainer for compact models is `loop_trainer` (EVOLUTION_TRAINER); it trains in
+the call, keyed by the round (the model's name), so asking again returns the same model.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from flywheel.models import ModelVersion
+from flywheel.policies.compact_features import SCALARS, featurize, prompt_parts, target_index
+from flywheel.policies.protocol import ProtocolError, parse_output
+from training.models import DataSnapshot
+from training.snapshots import create_snapshot
+
+EMBEDDING_DIMENSIONS = 384
+FEATURES = EMBEDDING_DIMENSIONS * 2 + SCALARS
+DEFAULT_EPOCHS = 80
+TRAIN_TIMEOUT_S = 900
+
+
+class CompactTrainingError(RuntimeError):
+    """The compact policy could not be trained; the message says why."""
+
+
+def artifact_directory(name: str) -> Path:
+    slug = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name)[:120]
+    return Path(settings.TRAINING_ROOT) / "compact" / slug
+
+
+def featurize_snapshot(snapshot: DataSnapshot) -> tuple[dict, dict]:
+    """(arrays x, offsets, target; stats) from an SFT snapshot's data.jsonl and hierarchies/."""
+    directory = Path(snapshot.directory)
+    blocks, offsets, targets = [], [0], []
+    stats = {"samples": 0, "used": 0, "skipped": {}}
+
+    def skip(reason):
+        stats["skipped"][reason] = stats["skipped"].get(reason, 0) + 1
+
+    with open(directory / "data.jsonl", encoding="utf-8") as handle:
+        for raw in handle:
+            stats["samples"] += 1
+            record = json.loads(raw)
+            meta = record.get("meta") or {}
+            messages = {m.get("role"): m.get("content", "") for m in record.get("messages", [])}
+            goal, history, package = prompt_parts(messages.get("user", ""))
+            screen = tuple(meta.get("screen") or ())
+            if not meta.get("hierarchy") or len(screen) != 2:
+                skip("no UI dump stored")
+                continue
+            try:
+                action = parse_output(messages.get("assistant", "")).action
+            except ProtocolError:
+                skip("unparseable target")
+                continue
+            hierarchy = (directory / meta["hierarchy"]).read_text(encoding="utf-8", errors="replace")
+            found, features = featurize(goal, history, hierarchy, screen, list(meta.get("apps") or []), package)
+            index = target_index(found, action, screen)
+            if index is None:
+                skip(f"no candidate for {action.get('action')}")
+                continue
+            blocks.append(features)
+            offsets.append(offsets[-1] + len(found))
+            targets.append(index)
+    stats["used"] = len(targets)
+    x = np.concatenate(blocks) if blocks else np.zeros((0, FEATURES), np.float32)
+    return {"x": x, "offsets": np.array(offsets, np.int64), "target": np.array(targets, np.int64)}, stats
+
+
+def run_trainer(data_path: Path, out: Path, parent: ModelVersion | None, epochs: int, seed: int) -> dict:
+    """The torch trainer as a subprocess (an argument list, no shell); its printed summary."""
+    command = [sys.executable, "-m", "training.trainer.compact", "--data", str(data_path), "--out", str(out),
+               "--epochs", str(epochs), "--seed", str(seed)]
+    if parent is not None and parent.kind == ModelVersion.Kind.COMPACT and parent.artifact:
+        command += ["--init", parent.artifact]
+    try:
+        done = subprocess.run(command, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=TRAIN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise CompactTrainingError(f"the compact trainer ran past {TRAIN_TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout or "").strip().splitlines()[-3:]
+        hint = " (install the training extras: make install-training)" if "torch" in " ".join(tail) else ""
+        raise CompactTrainingError(f"the compact trainer exited {done.returncode}: {' | '.join(tail)}{hint}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def train_compact(name: str, parent: ModelVersion | None = None, *, sources: dict | None = None,
+                  epochs: int = DEFAULT_EPOCHS, seed: int = 0) -> ModelVersion:
+    """The compact model `name` (made once: asking again returns it). epochs=0 is the untrained head."""
+    existing = ModelVersion.objects.filter(name=name).first()
+    if existing is not None:
+        if existing.kind != ModelVersion.Kind.COMPACT:
+            raise CompactTrainingError(f"a model named {name!r} exists and is not a compact policy")
+        return existing
+    out = artifact_directory(name)
+    out.mkdir(parents=True, exist_ok=True)
+    report = {"snapshot": None, "sources": sources or {}, "epochs": epochs}
+    if epochs > 0:
+        snapshot = create_snapshot(DataSnapshot.Kind.SFT, {"sources": sources or {}}, name=f"{name} training data",
+                                   background=False)
+        if snapshot.status != DataSnapshot.Status.READY:
+            raise CompactTrainingError(f"SFT snapshot #{snapshot.pk} is {snapshot.status}: {snapshot.error}")
+        arrays, stats = featurize_snapshot(snapshot)
+        if not len(arrays["target"]):
+            raise CompactTrainingError(f"snapshot #{snapshot.pk} gave no trainable step: {stats['skipped']}")
+        report.update(snapshot=snapshot.pk, snapshot_rows=len(snapshot.row_ids),
+                      by_source=snapshot.stats.get("by_source", {}), **stats)
+    else:
+        arrays = {"x": np.zeros((0, FEATURES), np.float32), "offsets": np.zeros(1, np.int64),
+                  "target": np.zeros(0, np.int64)}
+    data_path = out / "features.npz"
+    np.savez(data_path, **arrays)
+    report["trainer"] = run_trainer(data_path, out, parent, epochs, seed)
+    (out / "training.json").write_text(json.dumps(report, indent=2))
+    try:
+        with transaction.atomic():
+            return ModelVersion.objects.create(name=name, kind=ModelVersion.Kind.COMPACT, parent=parent,
+                                               artifact=str(out))
+    except IntegrityError:  # made at the same moment elsewhere: that one stands
+        return ModelVersion.objects.get(name=name)
+
+
+def training_report(model: ModelVersion) -> dict:
+    """What train_compact wrote about the model's training (samples, skipped, loss, accuracy)."""
+    try:
+        return json.loads((Path(model.artifact) / "training.json").read_text())
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def loop_trainer(loop_round) -> dict:
+    """EVOLUTION_TRAINER for loops over a compact model: M(t+1) trained now on a new snapshot of the
+    pools; other models go to the SFT trainer (training.evolution.train_round)."""
+    model = loop_round.model_version
+    if model is None or model.kind != ModelVersion.Kind.COMPACT:
+        from training.evolution import train_round
+
+        return train_round(loop_round)
+    name = f"{model.name}+loop{loop_round.loop_id}r{loop_round.number}"[:200]
+    try:
+        trained = train_compact(name, parent=model)
+    except CompactTrainingError as error:
+        return {"status": "failed", "detail": str(error)}
+    report = training_report(trained)
+    return {"status": "done", "model_version": trained,
+            "detail": f"{trained} trained on {report.get('used', '?')} steps of snapshot #{report.get('snapshot')}"}

@@ -1,0 +1,119 @@
+"""Train the compact policy's head (issue #16) on featurised pool-export steps, on CPU in seconds.
+
+    python -m training.trainer.compact --data features.npz --out DIR [--init DIR] [--epochs N] [--seed S]
+
+features.npz (training/compact_data.py writes it from an SFT snapshot): `x` [candidates, d] float32,
+`offsets` [steps + 1] (step i's candidates are x[offsets[i]:offsets[i+1]]), `target` [steps] (the
+index, within its step, of the action the pool's sample took). The loss is the listwise softmax
+cross-entropy of each step's candidate scores. `--epochs 0` writes the untrained (seeded random)
+head: round 0 of the flywheel demo. Writes weights.npz, config.json and metrics.json into DIR (the
+format flywheel/policies/compact.py reads; numpy at inference, torch only here).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+FORMAT = "compact-ranker-v1"
+
+
+def build(features: int, hidden: int) -> torch.nn.Sequential:
+    return torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
+
+
+def load_init(model, directory: Path | None, features: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Warm start from the parent's head (M(t) → M(t+1)) when its shape fits; its standardisation too."""
+    if directory is None or not (directory / "weights.npz").exists():
+        return None
+    with np.load(directory / "weights.npz") as weights:
+        if weights["w1"].shape[0] != features or weights["w1"].shape[1] != model[0].out_features:
+            return None
+        with torch.no_grad():
+            model[0].weight.copy_(torch.from_numpy(weights["w1"].T.copy()))
+            model[0].bias.copy_(torch.from_numpy(weights["b1"]))
+            model[2].weight.copy_(torch.from_numpy(weights["w2"].T.copy()))
+            model[2].bias.copy_(torch.from_numpy(weights["b2"]))
+        return weights["mean"].copy(), weights["std"].copy()
+
+
+def train(x: np.ndarray, offsets: np.ndarray, target: np.ndarray, *, hidden: int = 64, epochs: int = 60,
+          lr: float = 3e-3, weight_decay: float = 1e-4, seed: int = 0, init: Path | None = None,
+          batch_steps: int = 64) -> tuple[dict, list]:
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    features = x.shape[1]
+    model = build(features, hidden)
+    inherited = load_init(model, init, features)
+    if len(target) and not inherited:
+        mean, std = x.mean(axis=0), x.std(axis=0) + 1e-3
+    elif inherited:
+        mean, std = inherited
+    else:
+        mean, std = np.zeros(features, np.float32), np.ones(features, np.float32)
+    xs = torch.from_numpy(((x - mean) / std).astype(np.float32))
+    starts, ends = offsets[:-1], offsets[1:]
+    width = int((ends - starts).max()) if len(target) else 0
+    # Each step's candidates as one padded row (-1 = padding), so a batch's listwise softmax is one call.
+    index = np.full((len(target), width), -1, dtype=np.int64)
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        index[i, :e - s] = np.arange(s, e)
+    index, labels = torch.from_numpy(index), torch.from_numpy(target.astype(np.int64))
+    curve = []
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    for epoch in range(epochs):
+        order, total = torch.from_numpy(rng.permutation(len(target))), 0.0
+        for first in range(0, len(order), batch_steps):
+            chosen = order[first:first + batch_steps]
+            rows = index[chosen]
+            scores = model(xs[rows.clamp(min=0)]).squeeze(-1).masked_fill(rows < 0, float("-inf"))
+            loss = torch.nn.functional.cross_entropy(scores, labels[chosen])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += float(loss) * len(chosen)
+        curve.append({"epoch": epoch + 1, "loss": round(total / max(1, len(target)), 5)})
+    with torch.no_grad():
+        weights = {"mean": mean.astype(np.float32), "std": std.astype(np.float32),
+                   "w1": model[0].weight.numpy().T.copy(), "b1": model[0].bias.numpy().copy(),
+                   "w2": model[2].weight.numpy().T.copy(), "b2": model[2].bias.numpy().copy()}
+        accuracy = None
+        if len(target):
+            scores = model(xs).squeeze(-1).numpy()
+            hits = [int(np.argmax(scores[s:e]) == t) for s, e, t in zip(starts, ends, target)]
+            accuracy = round(float(np.mean(hits)), 4)
+    return weights, [*curve, {"train_accuracy": accuracy}]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--init", default="")
+    parser.add_argument("--epochs", type=int, default=60)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    with np.load(args.data) as data:
+        x, offsets, target = data["x"], data["offsets"], data["target"]
+    started = time.perf_counter()
+    weights, curve = train(x, offsets, target, hidden=args.hidden, epochs=args.epochs, seed=args.seed,
+                           init=Path(args.init) if args.init else None)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez(out / "weights.npz", **weights)
+    (out / "config.json").write_text(json.dumps({"format": FORMAT, "features": int(x.shape[1]),
+                                                 "hidden": args.hidden, "epochs": args.epochs, "seed": args.seed,
+                                                 "steps": int(len(target)), "candidates": int(len(x))}, indent=2))
+    metrics = {"seconds": round(time.perf_counter() - started, 2), "curve": curve[:-1], **curve[-1]}
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    print(json.dumps({"steps": int(len(target)), **{k: v for k, v in metrics.items() if k != "curve"}}))
+
+
+if __name__ == "__main__":
+    main()
