@@ -35,7 +35,7 @@ from training.compact import CompactTrainingError, train_compact
 
 log = logging.getLogger(__name__)
 FARM_TASKS = Path(settings.BASE_DIR) / "simfarm" / "tasks" / "tasks.jsonl"
-DEFAULTS = {"phones": 4, "max_steps": 15, "loop_rounds": 2, "group_size": 2, "max_queries": 32, "epochs": 80,
+DEFAULTS = {"phones": 4, "max_steps": 15, "loop_rounds": 2, "group_size": 4, "max_queries": 64, "epochs": 40,
             "seed": 0}
 FINISHED_EVAL = (EvalRun.Status.DONE, EvalRun.Status.FAILED, EvalRun.Status.CANCELLED)
 FINISHED_RUN = (CollectionRun.Status.DONE, CollectionRun.Status.FAILED, CollectionRun.Status.CANCELLED)
@@ -82,13 +82,18 @@ def cancel_demo(demo: DemoRun, user=None) -> DemoRun:
         demo = DemoRun.objects.select_for_update().get(pk=demo.pk)
         if demo.status not in DemoRun.LIVE:
             return demo
-        for run in CollectionRun.objects.filter(pk__in=_run_ids(demo), status__in=("queued", "running")):
-            cancel_run(run)
-        loop = EvolutionLoop.objects.filter(pk=demo.state.get("loop")).first()
-        if loop is not None:
-            cancel_loop(loop, user)
+        _stop_started(demo, user)
         _finish(demo, DemoRun.Status.CANCELLED, f"cancelled{f' by {user}' if user else ''} during {demo.stage}")
     return demo
+
+
+def _stop_started(demo, user=None):
+    """Cancel the collection and evaluation runs and the loop the demo started that still run."""
+    for run in CollectionRun.objects.filter(pk__in=_run_ids(demo), status__in=("queued", "running")):
+        cancel_run(run)
+    loop = EvolutionLoop.objects.filter(pk=demo.state.get("loop")).first()
+    if loop is not None:
+        cancel_loop(loop, user)
 
 
 def _run_ids(demo) -> list[int]:
@@ -111,8 +116,11 @@ def advance_demo(demo_id: int) -> DemoRun | None:
                     break
             demo.save()
     except (DemoError, CompactTrainingError, EvaluationRefused, ValidationError) as error:
-        DemoRun.objects.filter(pk=demo_id, status__in=DemoRun.LIVE).update(
-            status=DemoRun.Status.FAILED, error=str(error), detail=f"failed: {error}"[:300], finished_at=timezone.now())
+        message = " ".join(error.messages) if isinstance(error, ValidationError) else str(error)
+        failed = DemoRun.objects.filter(pk=demo_id, status__in=DemoRun.LIVE).update(
+            status=DemoRun.Status.FAILED, error=message, detail=f"failed: {message}"[:300], finished_at=timezone.now())
+        if failed:  # what it started stops too (collected data stays)
+            _stop_started(DemoRun.objects.get(pk=demo_id))
     except Exception as error:  # a bug or a lost connection: tried again at the next step
         log.exception("flywheel demo %s could not advance", demo_id)
         DemoRun.objects.filter(pk=demo_id, status__in=DemoRun.LIVE).update(

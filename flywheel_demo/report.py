@@ -109,19 +109,42 @@ def last_line(figures: dict) -> str:
 
 
 def write_report(demo) -> Path:
+    """The report as JSON and its chart as SVG beside it (same name), for reading without the console."""
     directory = reports_directory()
     directory.mkdir(parents=True, exist_ok=True)
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     path = directory / f"flywheel-demo-{stamp}-{demo.pk}.json"
     path.write_text(json.dumps(demo.report, indent=2, default=str))
+    path.with_suffix(".svg").write_text(chart_svg(demo.report))
     return path
+
+
+def chart_svg(report: dict) -> str:
+    """Held-out SR per round (and the ablation) as bars, each labelled with solved/tasks."""
+    bars = [(f"round {row['round']}", row) for row in report.get("rounds") or []]
+    if (report.get("ablation") or {}).get("tasks"):
+        bars.append(("no ECDM data", report["ablation"]))
+    width, height, top, bottom, left = 90 * max(1, len(bars)) + 60, 260, 30, 40, 40
+    plot = height - top - bottom
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             f'font-size="12"><text x="{left}" y="18">Held-out success rate per round (tasks solved / tasks)</text>',
+             f'<line x1="{left}" y1="{height - bottom}" x2="{width - 10}" y2="{height - bottom}" stroke="#333"/>']
+    for i, (label, row) in enumerate(bars):
+        sr = row.get("sr") or 0.0
+        x, h = left + 20 + 90 * i, round(plot * sr)
+        colour = "#999" if label == "no ECDM data" else "#3b6ea8"
+        parts += [f'<rect x="{x}" y="{height - bottom - h}" width="50" height="{h}" fill="{colour}"/>',
+                  f'<text x="{x}" y="{height - bottom - h - 4}">{100 * sr:.0f}% ({row.get("successes", 0)}/'
+                  f'{row.get("tasks", 0)})</text>',
+                  f'<text x="{x}" y="{height - bottom + 16}">{label}</text>']
+    return "\n".join([*parts, "</svg>"]) + "\n"
 
 
 def stored_reports(limit: int = 50) -> list[dict]:
     """Every kept report, newest first (a file that cannot be read is listed with its problem)."""
     directory = reports_directory()
     found = []
-    for path in sorted(directory.glob("flywheel-demo-*.json"), reverse=True)[:limit]:
+    for path in sorted(directory.glob("flywheel-demo-*.json"), key=lambda p: p.name, reverse=True)[:limit]:
         try:
             found.append({"name": path.name, **json.loads(path.read_text())})
         except (OSError, ValueError) as error:

@@ -130,7 +130,7 @@ def main():
     if demo.status != DemoRun.Status.DONE:
         raise SystemExit(f"the demo {demo.status}: {demo.error or demo.detail}")
     print_report(demo.report)
-    print(f"report kept in {demo.report_path}")
+    print(f"report kept in {demo.report_path} (its chart: {Path(demo.report_path).with_suffix('.svg')})")
     print(demo.report["line"])
 
 

@@ -30,9 +30,8 @@ from flywheel.policies.protocol import ProtocolError, parse_output
 from training.models import DataSnapshot
 from training.snapshots import create_snapshot
 
-EMBEDDING_DIMENSIONS = 384
-FEATURES = EMBEDDING_DIMENSIONS * 2 + SCALARS
-DEFAULT_EPOCHS = 80
+FEATURES = SCALARS
+DEFAULT_EPOCHS = 40
 TRAIN_TIMEOUT_S = 900
 
 

@@ -28,7 +28,7 @@ def unservable_reason(model_version) -> str:
 
 def policy_for(model_version=None, line: str = "") -> Policy:
     """The policy of a model version; on the RL line (`line`) a compact policy samples its G rollouts
-    (sampling["rl_temperature"], default 1.0) so a group can disagree, as GRPO's groups must."""
+    (sampling["rl_temperature"], default 0.7) so a group can disagree, as GRPO's groups must."""
     if model_version is None or model_version.kind == "offline":
         return OfflinePolicy()
     if model_version.kind == "compact":
@@ -36,7 +36,7 @@ def policy_for(model_version=None, line: str = "") -> Policy:
 
         if not model_version.artifact:
             raise PolicyError(f"{model_version.name} is a compact policy without an artifact directory")
-        temperature = float((model_version.sampling or {}).get("rl_temperature", 1.0)) if line == "rl" else 0.0
+        temperature = float((model_version.sampling or {}).get("rl_temperature", 0.7)) if line == "rl" else 0.0
         return CompactPolicy(model_version.artifact, name=model_version.name, temperature=temperature)
     if unservable_reason(model_version):
         raise PolicyError(unservable_reason(model_version))

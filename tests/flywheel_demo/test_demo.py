@@ -3,6 +3,7 @@ small slice of the farm's task set (the full run is `make flywheel-demo`, whose 
 there, not here); and its page: roles, launching, following, every kept report."""
 import json
 import time
+from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -73,6 +74,8 @@ def test_the_demo_runs_every_round_through_the_services(demo_settings, farm_sett
     assert "ecdm_repaired" not in (report["ablation"]["training"]["by_source"] or {})
     assert report["line"] == last_line(report["figures"]) and report["line"].startswith("flywheel: sr_round0=")
     assert stored_reports()[0]["demo"] == demo.pk
+    chart = Path(demo.report_path).with_suffix(".svg").read_text()
+    assert chart.startswith("<svg") and f"/{held_out})" in chart and "no ECDM data" in chart
 
 
 def test_a_bad_setting_or_a_second_live_demo_is_refused(db):

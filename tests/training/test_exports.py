@@ -122,8 +122,10 @@ def test_an_sft_snapshot_follows_the_protocol_and_loads_with_datasets():
                 pixels = to_pixels(emitted[name], "thousandths", width, height)
                 assert all(abs(a - b) <= max(width, height) / 1000 + 1
                            for a, b in zip(pixels, step.executed_action[name]))
+        # the compact policy's inputs too: the step's UI dump (none stored here), the screen, the query's apps
         assert row["meta"] == {"trajectory": trajectory.pk, "step": step.index, "source": "htsc_true",
-                                    "pool_row": entry.pk, "query": trajectory.query_id}
+                                    "pool_row": entry.pk, "query": trajectory.query_id, "apps": [],
+                                    "hierarchy": "", "screen": [width, height]}
     last = rows[2]
     # the masked step's text stays in the history of the step after it; the last K=2 frames, oldest first
     history = [HistoryEntry(cot=s.cot, action=s.executed_action) for s in steps[:3]]
@@ -369,3 +371,17 @@ def test_a_bad_config_is_refused_with_the_key_named_and_nothing_recorded(kind, c
     with pytest.raises(ValueError, match=named):
         create_snapshot(kind, config)
     assert not DataSnapshot.objects.exists()
+
+
+def test_a_target_keeps_only_the_protocols_fields():
+    """The executor records what it resolved (an open's package, a directional swipe's points):
+    a model is never asked to emit those, and the target must parse as the protocol says."""
+    png = frame("fields")
+    opened = target_action({"action": "open", "app": "com.sim.shop", "package": "com.sim.shop", "coords": "pixel"}, png)
+    assert opened == {"action": "open", "app": "com.sim.shop", "coords": "pixel"}
+    swiped = target_action({"action": "swipe", "direction": "up", "start": [18, 60], "end": [18, 20],
+                            "coords": "pixel"}, png)
+    assert swiped == {"action": "swipe", "direction": "up", "coords": "pixel"}
+    for target in (opened, swiped):
+        assert parse_output(format_output(cot(1), target), screen=(36, 80)).action["action"] == target["action"]
+

@@ -93,6 +93,9 @@ def test_successes_samples_and_missing_trajectories_are_not_the_ecdms(fake_casca
     assert ecdm.process_failure(failed_trajectory("ok", verdict="true").pk) is None
     assert ecdm.process_failure(failed_trajectory("sample", line="ecdm").pk) is None
     assert ecdm.process_failure(999_999) is None
+    held_out = failed_trajectory("held-out", line="benchmark")  # measured, never made into training data
+    Query.objects.filter(pk=held_out.query_id).update(evaluation_only=True)
+    assert ecdm.process_failure(held_out.pk) is None and ecdm.sweep()["attributed"] == 0
     assert fake_cascade["attribute"] == []
 
 

@@ -123,6 +123,11 @@ def test_a_round_goes_rollout_judging_ecdm_and_stops_before_training(manager, tw
     assert first.stage == "judging"
     assert "1 Undetermined rollout(s) waiting for a person's adjudication" in loop.state
     assert "1 of 1 failures not attributed yet" in loop.state
+    # a loop nobody attends (wait_for_people=0) does not wait for the adjudication; the rest holds it
+    EvolutionLoop.objects.filter(pk=loop.pk).update(config={**loop.config, "wait_for_people": 0})
+    loop = advance_loop(loop.pk)
+    assert "Undetermined" not in loop.state and "1 of 1 failures not attributed yet" in loop.state
+    EvolutionLoop.objects.filter(pk=loop.pk).update(config={**loop.config, "wait_for_people": 1})
 
     route_trajectory(broken, "env_error", reason="network off")  # a person: environment issue
     attribute(wrong)
