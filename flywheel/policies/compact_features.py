@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from devices.uitree import UiNode, all_nodes, parse_hierarchy
+from flywheel.policies.offline import toggle_state, wanted_toggle_state
 from flywheel.rules.consistency import words
 
 KINDS = ("tap", "long_press", "type", "swipe_up", "swipe_down", "back", "home", "enter", "open", "terminate")
@@ -261,7 +262,7 @@ def featurize(goal: str, history_text: str, hierarchy_xml: str, screen: tuple[in
     opened = {a.get("app") for a in past if a.get("action") == "open"}
     typed = [str(a.get("text") or "").lower() for a in past if a.get("action") == "type"]
     on_launcher = float(LAUNCHER_HINT in package)
-    wants_on = _wanted_toggle(goal)
+    wants_on = wanted_toggle_state(goal)
     kinds = len(KINDS)
     rows = np.zeros((len(found), SCALARS), dtype=np.float32)
     # Where each element is named in the goal, and which named, not yet used element comes first
@@ -299,7 +300,7 @@ def featurize(goal: str, history_text: str, hierarchy_xml: str, screen: tuple[in
         ]
         if node is not None:
             x, y = node.center
-            toggle = _toggle_state(node)
+            toggle = toggle_state(node)
             values += [x / max(screen[0], 1), y / max(screen[1], 1),
                        min(1.0, node.area / max(screen[0] * screen[1], 1) * 10),
                        (1.0 if toggle != wants_on else -1.0) if toggle is not None and wants_on is not None else 0.0,
@@ -320,21 +321,6 @@ def featurize(goal: str, history_text: str, hierarchy_xml: str, screen: tuple[in
             if kind:
                 row[base + kinds * (k + 1) + KINDS.index(kind)] = 1.0
     return found, rows
-
-
-def _wanted_toggle(goal: str):
-    if re.search(r"\b(turn|switch|set)\s+(\w+\s+){0,3}?on\b|\benable\b|\bon\b$", goal, re.I):
-        return True
-    if re.search(r"\b(turn|switch|set)\s+(\w+\s+){0,3}?off\b|\bdisable\b", goal, re.I):
-        return False
-    return None
-
-
-def _toggle_state(node: UiNode):
-    for n in node.walk():
-        if any(kind in n.cls for kind in ("Switch", "CheckBox", "ToggleButton")):
-            return n.checked
-    return None
 
 
 # -- the training target ---------------------------------------------------------------------------------

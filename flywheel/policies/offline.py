@@ -55,7 +55,7 @@ def _label_node(node: UiNode, wanted: set) -> UiNode:
     return max(scored, key=lambda pair: pair[0])[1] if scored else node
 
 
-def _wanted_toggle_state(goal: str):
+def wanted_toggle_state(goal: str):
     if re.search(r"\b(turn|switch|set)\s+(\w+\s+){0,3}?on\b|\benable\b|\bon\b$", goal, re.I):
         return True
     if re.search(r"\b(turn|switch|set)\s+(\w+\s+){0,3}?off\b|\bdisable\b", goal, re.I):
@@ -63,7 +63,7 @@ def _wanted_toggle_state(goal: str):
     return None
 
 
-def _toggle_state(node: UiNode):
+def toggle_state(node: UiNode):
     """checked of the switch / checkbox in a row, or None when the row has none."""
     for n in node.walk():
         if any(kind in n.cls for kind in ("Switch", "CheckBox", "ToggleButton")):
@@ -218,9 +218,9 @@ class OfflinePolicy:
                                       + " " + (entry.cot.get("Decision") or "")) for entry in history)) \
             if history else set()
         remaining = goal_words - covered
-        wanted_state = _wanted_toggle_state(goal)
+        wanted_state = wanted_toggle_state(goal)
         node = self._best(nodes, remaining, clicked)
-        while node is not None and wanted_state is not None and _toggle_state(node) == wanted_state:
+        while node is not None and wanted_state is not None and toggle_state(node) == wanted_state:
             # "switch on Dark theme" when it is on already: that part of the goal holds; don't undo it.
             # Every word that made this element the best counts as done, so the next pick differs
             # (with only its label's words a row matched by its summary was picked forever).
@@ -251,7 +251,7 @@ class OfflinePolicy:
         position, loose = _narration_progress(narration, done)
         while position < len(narration) and narration[position].toggle is not None:
             node = self._best(nodes, stems(narration[position].target) - NOISE, set())
-            if node is None or _toggle_state(node) != narration[position].toggle:
+            if node is None or toggle_state(node) != narration[position].toggle:
                 break
             position += 1  # "switch on Dark theme" and it is on: that step holds; don't undo it
         if position >= len(narration):
