@@ -1,8 +1,8 @@
 """`make flywheel-demo`: the flywheel proves itself on this machine (issue #16).
 
 Starts what it needs, apart from the console's own data: a fresh database (a new PostgreSQL database
-on the server DATABASE_URL names, dropped at the end unless FLYWHEEL_DEMO_KEEP_DB=1; SQLite when
-DATABASE_URL is not PostgreSQL), a virtual farm with 4 phones, and one Celery worker (every queue,
+on the server DATABASE_URL names; SQLite when DATABASE_URL is not PostgreSQL; the database and the
+run's files in var/flywheel-demo/run-* are removed at the end unless FLYWHEEL_DEMO_KEEP=1), a virtual farm with 4 phones, and one Celery worker (every queue,
 the farm's host queue, beat embedded). Redis comes from REDIS_URL under a private key prefix. Then it
 runs flywheel_demo's rounds through them (flywheel_demo/orchestrator.py) and prints the report.
 
@@ -11,6 +11,7 @@ page lists them. Ends with one line:
 `flywheel: sr_round0=<n> sr_round1=<n> sr_round3=<n> salvage_yield=<n> minutes=<n>`.
 """
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -142,5 +143,7 @@ if __name__ == "__main__":
         from django.db import connections
 
         connections.close_all()
-        if DROP and os.environ.get("FLYWHEEL_DEMO_KEEP_DB") != "1":
-            drop_database(DROP, BASE_URL)
+        if os.environ.get("FLYWHEEL_DEMO_KEEP") != "1":  # the report stays; the run's data goes
+            if DROP:
+                drop_database(DROP, BASE_URL)
+            shutil.rmtree(VAR, ignore_errors=True)
