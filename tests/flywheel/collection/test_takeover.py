@@ -46,7 +46,7 @@ def phone_and_query(farm_settings, monkeypatch):
                                  known_path=BLUETOOTH_PATH, verification=CHECKS,
                                  reset={"force_stop": ["com.android.settings"], "clear": [], "home": True})
     query.set_apps([App.objects.get_or_create(package="com.android.settings")[0]])
-    monkeypatch.setattr(runs, "policy_for", lambda version=None: Dawdler())
+    monkeypatch.setattr(runs, "policy_for", lambda version=None, line="": Dawdler())
     return first, query
 
 
