@@ -112,7 +112,8 @@ def test_one_update_follows_the_advantages_and_starts_at_zero_kl(tmp_path):
     assert len(rows) == 14 and {row["epoch"] for row in rows} == {1, 2}
     # Before the first step the policy is π_old and π_ref: ρ = 1, KL = 0, nothing clipped.
     assert first["kl"] == 0.0 and first["clip_fraction"] == 0.0
-    assert all(row["log_ratio"] == 0.0 for row in rows if row["epoch"] == 1)
+    # (up to float rounding: π_old's log-probs come from a no-grad pass over a different batch layout)
+    assert all(abs(row["log_ratio"]) < 1e-6 for row in rows if row["epoch"] == 1)
     weights = {row["row"]: row["weight"] for row in rows}
     advantages = {row["row"]: row["advantage"] for row in rows}
     assert first["objective"] == pytest.approx(sum(weights[r] * advantages[r] for r in weights), abs=1e-6)
