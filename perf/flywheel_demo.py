@@ -69,7 +69,7 @@ from devices.registry import discover_devices
 from flywheel.collection.runs import host_queue
 from flywheel_demo.models import DemoRun
 from flywheel_demo.orchestrator import advance_demo, clean_demo_config
-from tests.farm import die_with_parent, running_farm
+from tests.farm import die_with_parent, running_farm, stop
 
 QUEUES = "default,collection,evaluation,repair,training,benchmark"
 
@@ -123,11 +123,7 @@ def main():
             else:
                 raise SystemExit(f"the demo did not finish in {TIMEOUT_MIN} min (stage {demo.stage}: {demo.detail})")
         finally:
-            worker.terminate()
-            try:
-                worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+            stop(worker, timeout=30)
     if demo.status != DemoRun.Status.DONE:
         raise SystemExit(f"the demo {demo.status}: {demo.error or demo.detail}")
     print_report(demo.report)

@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from accounts.roles import ROLES
+from tests.farm import stop  # one process stopper for tests and perf scripts
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -82,14 +83,6 @@ def process_env(**extra):
     env.update(extra)
     return env
 
-
-def stop(process):
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 @pytest.fixture

@@ -12,6 +12,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def stop(process, timeout: float = 15) -> None:
+    """Terminate a child process, killing it when it does not stop within `timeout` seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
 def die_with_parent() -> None:
     """preexec_fn: the farm subprocess gets SIGTERM if the test process dies (no orphans)."""
     try:
@@ -59,10 +69,6 @@ def running_farm(devices=3, seed=7, log_path=None, timeout=120, extra_args=()):
         serials = [d.serial for d in adbutils.AdbClient(host="127.0.0.1", port=port).list()]
         yield RunningFarm(port=port, process=process, serials=serials)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process, timeout=10)
         if log_path:
             log.close()

@@ -203,7 +203,7 @@ def _finish(snapshot, status, **fields) -> DataSnapshot:
 def _export_chat(snapshot, selected, config, directory: Path) -> dict:
     """data.jsonl + images/ + dataset_info.json; each selected pool row gives its samples in order."""
     frames, hasher = FrameCache(), hashlib.sha256()
-    rows, row_ids, images, skipped, by_source, files = [], [], {}, [], {}, {}
+    rows, row_ids, images, skipped, by_source, files, apps = [], [], {}, [], {}, {}, {}
     masked, previous, samples = 0, None, []
     with open(directory / "data.jsonl", "wb") as out:
         for row in selected:
@@ -212,7 +212,9 @@ def _export_chat(snapshot, selected, config, directory: Path) -> dict:
                 source = source_of(snapshot.kind, row)
                 meta = {"source": source, "pool_row": row.pk}
                 query = row.step.trajectory.query if snapshot.kind == "cpt" else row.trajectory.query
-                meta["apps"] = query.app_packages  # what every policy is given with the goal
+                if query.pk not in apps:  # rows share queries (repairs, repeats): read each once
+                    apps[query.pk] = query.app_packages
+                meta["apps"] = apps[query.pk]  # what every policy is given with the goal
                 if snapshot.kind == "cpt":
                     meta["query"] = row.step.trajectory.query_id
                     built = [(row.step, _try(step_sample, row.step, config["k"], frames, meta))]

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from devices.uitree import UiNode, all_nodes, parse_hierarchy
+from flywheel.policies.offline import stems as offline_stems
 from flywheel.policies.offline import toggle_state, wanted_toggle_state
-from flywheel.rules.consistency import words
 
 KINDS = ("tap", "long_press", "type", "swipe_up", "swipe_down", "back", "home", "enter", "open", "terminate")
 BUTTONS = {"back": "back", "home": "home", "enter": "enter"}  # the system buttons a candidate presses
@@ -75,9 +75,8 @@ class Candidate:
 
 
 def stems(text: str) -> set[str]:
-    """Content words, crudely singular ("notes" matches "note")."""
-    return {w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
-            for w in words(text)} - FILLER
+    """The offline policy's content words (crudely singular), less the words every goal uses."""
+    return offline_stems(text) - FILLER
 
 
 def app_words(package: str) -> str:
