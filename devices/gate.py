@@ -2,7 +2,9 @@
 
 Before each input (a tap, a key, a gesture, typed text, an app launch) the gate
 1. takes the screen as it is now: a UI dump read through this connection less than FRESH_S ago
-   with no screen-changing command since (the automatic line's observation), else a new one;
+   with no screen-changing command since (the automatic line's observation), else the phone's
+   last dump if its page-flip counter has not moved since (devices/screen_signal.py), else a new
+   one;
 2. audits that exact input on that screen (devices/audit.py) and records a block;
 3. confirms the holder's lease (leases.confirm: a read, or a heartbeat when it runs short);
 and only then sends the command. The executor's actions and the composite actions
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from devices import leases
+from devices import leases, screen_signal
 from devices.audit import AuditDecision, audit_and_record, enabled_rules
 
 FRESH_S = 1.0   # a dump older than this is read again: screens change by themselves too
@@ -51,7 +53,7 @@ class InputGate:
 
     def screen(self) -> str:
         """The UI hierarchy as it is now (see FRESH_S)."""
-        return self.phone.recent_dump(FRESH_S) or self.phone.dump_hierarchy()
+        return self.phone.recent_dump(FRESH_S) or screen_signal.current_dump(self.phone)
 
     def send(self, action: dict, command: str, timeout: float = 30) -> tuple[int, str]:
         """Audit `action` (the input `command` carries out) on the current screen, confirm the lease,

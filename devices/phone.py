@@ -1,15 +1,20 @@
 """One phone reached over ADB: the only way product code talks to a phone (virtual or real)."""
 import re
+import struct
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import adbutils
 
+SHELL_V2_PACKET = struct.Struct("<BI")  # shell protocol v2: id (1 stdout, 2 stderr, 3 exit), length
+_features: dict[tuple[str, str], bool] = {}  # (address, serial) -> speaks shell protocol v2
+
 # Commands that only read: sending one leaves a recent UI dump valid. Anything else (input, am,
 # monkey, pm clear, settings put, sleep, unknown commands) may change the screen and retires it.
 READ_ONLY_COMMANDS = ("echo", "true", "getprop", "wm size", "wm density", "dumpsys", "pm list", "pm path",
-                      "settings get", "cat ", "ls", "screencap", "content query", "uiautomator dump /dev/tty")
+                      "settings get", "cat ", "ls", "screencap", "content query", "uiautomator dump /dev/tty",
+                      "service call SurfaceFlinger 1013")
 
 
 class PhoneUnavailable(Exception):
@@ -38,6 +43,8 @@ class PhoneConnection:
         return adb_client(self.address).device(serial=self.serial)
 
     def shell(self, command: str, timeout: float = 20) -> str:
+        if self._speaks_shell_v2():
+            return self.shell_result(command, timeout)[1].rstrip()
         self._forget_dump_unless_read_only(command)
         try:
             return self.adb.shell(command, timeout=timeout)
@@ -45,38 +52,85 @@ class PhoneConnection:
             raise PhoneUnavailable(f"{self.serial}@{self.address}: {error}") from error
 
     def shell_result(self, command: str, timeout: float = 20):
-        """(exit code, output) for commands whose success matters."""
+        """(exit code, output) for commands whose success matters. Over shell protocol v2 (the
+        exit code comes in its own packet) when the phone speaks it, as every Android 7+ does."""
         self._forget_dump_unless_read_only(command)
         try:
+            if self._speaks_shell_v2():
+                return self._shell_v2(command, timeout)
             result = self.adb.shell2(command, timeout=timeout)
         except (adbutils.AdbError, OSError) as error:
+            self._server_version = None
             raise PhoneUnavailable(f"{self.serial}@{self.address}: {error}") from error
         return result.returncode, result.output
 
-    def exec_out(self, command: str) -> bytes:
-        """Binary-clean output of `exec:COMMAND` (what `adb exec-out` does).
+    def _speaks_shell_v2(self) -> bool:
+        key = (self.address, self.serial)
+        if key not in _features:
+            try:
+                _features[key] = "shell_v2" in self.adb.get_features().split(",")
+            except (adbutils.AdbError, OSError) as error:
+                raise PhoneUnavailable(f"{self.serial}@{self.address}: {error}") from error
+        return _features[key]
 
-        Talks to the ADB server through adbutils' client but skips its fixed waits (a
+    def _shell_v2(self, command: str, timeout: float) -> tuple[int, str]:
+        connection = self._open_service(f"shell,v2,raw:{command}", timeout)
+        output, code = [], None
+        try:
+            buffer = b""
+            while code is None:
+                chunk = connection.conn.recv(1 << 20)
+                if not chunk:
+                    break
+                buffer += chunk
+                while len(buffer) >= SHELL_V2_PACKET.size:
+                    kind, length = SHELL_V2_PACKET.unpack_from(buffer)
+                    if len(buffer) < SHELL_V2_PACKET.size + length:
+                        break
+                    payload = buffer[SHELL_V2_PACKET.size:SHELL_V2_PACKET.size + length]
+                    buffer = buffer[SHELL_V2_PACKET.size + length:]
+                    if kind in (1, 2):
+                        output.append(payload)
+                    elif kind == 3:
+                        code = payload[0] if payload else 0
+        finally:
+            connection.conn.close()
+        if code is None:
+            raise PhoneUnavailable(f"{self.serial}@{self.address}: the shell ended without an exit code")
+        return code, b"".join(output).decode("utf-8", "replace")
+
+    def _open_service(self, service: str, timeout: float | None = None):
+        """A connection to `service` on this phone, skipping adbutils' fixed waits (a
         `host:version` round trip before every command and a 10 ms sleep on close): about 20 of
-        the 22 ms a capture otherwise takes, which matters when screens are polled many times a
-        second. The answer is read in large chunks and joined once.
-        """
+        the 22 ms a short command otherwise takes."""
+        client = self.adb._client
+        if self._server_version is None:
+            self._server_version = client.server_version()
+        connection = client.make_connection()
+        try:
+            if timeout is not None:
+                connection.conn.settimeout(timeout)
+            if self._server_version >= 41:
+                connection.send_command(f"host:tport:serial:{self.serial}")
+                connection.check_okay()
+                connection.read(8)  # the transport id
+            else:
+                connection.send_command(f"host:transport:{self.serial}")
+                connection.check_okay()
+            connection.send_command(service)
+            connection.check_okay()
+        except BaseException:
+            connection.conn.close()
+            raise
+        return connection
+
+    def exec_out(self, command: str) -> bytes:
+        """Binary-clean output of `exec:COMMAND` (what `adb exec-out` does), read in large chunks
+        and joined once (screens are polled many times a second)."""
         self._forget_dump_unless_read_only(command)
         try:
-            client = self.adb._client
-            if self._server_version is None:
-                self._server_version = client.server_version()
-            connection = client.make_connection()
+            connection = self._open_service(f"exec:{command}")
             try:
-                if self._server_version >= 41:
-                    connection.send_command(f"host:tport:serial:{self.serial}")
-                    connection.check_okay()
-                    connection.read(8)  # the transport id
-                else:
-                    connection.send_command(f"host:transport:{self.serial}")
-                    connection.check_okay()
-                connection.send_command(f"exec:{command}")
-                connection.check_okay()
                 chunks = []
                 while chunk := connection.conn.recv(1 << 20):
                     chunks.append(chunk)

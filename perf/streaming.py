@@ -1,23 +1,28 @@
 """Benchmark of live screens as a browser sees them: the real ASGI server, Redis channel layer,
 the virtual farm over ADB, and websocket clients that ack frames the way static/js/screen.js does.
 
-    .venv/bin/python perf/streaming.py [--seconds 5] [--inputs 8]
+    .venv/bin/python perf/streaming.py [--seconds 5] [--inputs 8] [--codecs jpeg,h264]
 
 Starts what it needs: `python -m simfarm --devices 16` on a free port, a throwaway SQLite database
 (FLYWHEEL_VAR_DIR = a temp dir; migrated; one admin who holds every phone's lease), uvicorn serving
 config.asgi (REDIS_URL, default redis://127.0.0.1:6379/0), then logs in over HTTP and opens one
-screen socket per phone. For 1, 4 and 16 phones watched at once it measures
+screen socket per phone. Each viewer says which codecs it decodes: `jpeg` (what a browser without
+WebCodecs gets: minicap's frames relayed from the phone) and `h264` (what Chromium gets: scrcpy's
+H.264 relayed; the bench counts packets, it does not decode them). For each codec and for 1, 4
+and 16 phones watched at once it measures
 - still screens: how often "unchanged" notes arrive and their capture -> receipt latency;
 - changing screens (a thread per phone types into a search box and deletes, straight over ADB):
   new frames per second per phone and their capture -> client receipt latency (median, p95);
   this is the fps_per_phone figure (a still screen sends no frames, so it has no frame rate);
 - input -> first frame showing its effect (tap an app icon / Home, alternately, through the
   websocket, the executor and its safety audit; median, p95);
-- where the time goes: CPU cores used by the farm, the web server and the bench, mean screencap
-  round trip, decode + scale + JPEG time per new picture, the executor's audit / execute times.
+- where the time goes: CPU cores used by the farm, the web server and the bench, the web server's
+  CPU per relayed frame (all its CPU while screens change, divided by the frames its viewers got),
+  time spent encoding in the web process, the executor's audit / execute times.
 Other processes on the machine (say, a test run) share the CPUs: run it on a quiet machine.
-Ends with one line:
-`streaming: fps_per_phone_4=<n> frame_latency_ms_p95_4=<n> input_to_frame_ms_p95_4=<n> fps_per_phone_16=<n>`
+Ends with one line (figures of the first codec named by --codecs, h264 by default, what Chromium gets):
+`streaming: fps_per_phone_4=<n> frame_latency_ms_p95_4=<n> input_to_frame_ms_p95_4=<n> fps_per_phone_16=<n> web_cpu_ms_per_frame=<n>`
+`run()` returns the same figures to perf/speed.py.
 """
 import argparse
 import asyncio
@@ -166,8 +171,8 @@ def login(base):
 class Viewer:
     """One screen socket, acking every frame at once (what screen.js does after drawing)."""
 
-    def __init__(self, device, icon):
-        self.device, self.icon = device, icon
+    def __init__(self, device, icon, codecs):
+        self.device, self.icon, self.codecs = device, icon, codecs
         self.frames = self.pixels = 0
         self.latencies, self.pixel_latencies = [], []
         self.last = None  # the newest frame header
@@ -185,7 +190,7 @@ class Viewer:
 
         async with connect(url, additional_headers={"Cookie": cookie}, origin=origin, max_size=2**24) as ws:
             self.ws = ws
-            await ws.send(json.dumps({"type": "view", **VIEW, "max_fps": 30}))
+            await ws.send(json.dumps({"type": "view", **VIEW, "max_fps": 60, "codecs": self.codecs}))
             async for message in ws:
                 received = time.time()
                 if isinstance(message, str):
@@ -197,7 +202,8 @@ class Viewer:
                         return
                     continue
                 header, jpeg = unpack(message)
-                await ws.send(json.dumps({"type": "ack", "seq": header["seq"]}))
+                if jpeg or header.get("codec") != "h264":  # screen.js acks what it draws
+                    await ws.send(json.dumps({"type": "ack", "seq": header["seq"]}))
                 if stop.is_set():
                     await ws.send(json.dumps({"type": "stats"}))
                     continue
@@ -254,6 +260,7 @@ def change_screens(device, icon, stop, made):
                 return
         raise SystemExit(f"{device.serial}: the element to tap is not on the screen")
 
+    phone.shell("am force-stop com.sim.chat")  # start from the app's first page whatever an earlier run left
     phone.shell("input tap {} {}".format(*icon))
     tap(lambda node: node.resource_id.endswith("action_search"))
     tap(lambda node: node.resource_id.endswith("message_search"))
@@ -267,11 +274,11 @@ def change_screens(device, icon, stop, made):
     phone.shell("input keyevent 3")
 
 
-async def measure(count, devices, icons, base, cookie, seconds, inputs, pids):
+async def measure(count, devices, icons, base, cookie, seconds, inputs, pids, codecs):
     origin = base
     url = base.replace("http", "ws")
     stop = asyncio.Event()
-    viewers = [Viewer(device, icons[device.serial]) for device in devices[:count]]
+    viewers = [Viewer(device, icons[device.serial], codecs) for device in devices[:count]]
     tasks = [asyncio.create_task(v.run(f"{url}/ws/devices/{v.device.pk}/screen/", cookie, origin, stop))
              for v in viewers]
     await asyncio.sleep(1.5)  # warm up: capture loops started, first pictures encoded
@@ -308,6 +315,7 @@ async def measure(count, devices, icons, base, cookie, seconds, inputs, pids):
     for driver in drivers:
         await asyncio.to_thread(driver.join)
     fps = statistics.mean(v.pixels / elapsed for v in viewers)
+    web_cpu_ms_per_frame = 1000 * cpu_watch["web"] * elapsed / max(1, sum(v.frames for v in viewers))
     latencies = [value * 1000 for v in viewers for value in v.pixel_latencies]
     await asyncio.sleep(0.5)
 
@@ -330,8 +338,10 @@ async def measure(count, devices, icons, base, cookie, seconds, inputs, pids):
     figures = {
         "fps": fps, "lat_p50": statistics.median(latencies), "lat_p95": percentile(latencies, 0.95),
         "in_p50": statistics.median(delays_ms), "in_p95": percentile(delays_ms, 0.95),
+        "web_cpu_ms_per_frame": web_cpu_ms_per_frame,
     }
-    print(f"{count:>2} phone(s), still screens: {still_rate:.1f} 'unchanged' notes/s per phone, capture->receipt "
+    sources = sorted({v.stats.get("source", "?") for v in viewers})
+    print(f"{count:>2} phone(s), codecs {'+'.join(codecs)}, still screens: {still_rate:.1f} 'unchanged' notes/s per phone, capture->receipt "
           f"median {statistics.median(still_latencies):.0f} ms; CPU cores: "
           + ", ".join(f"{n} {v:.2f}" for n, v in cpu_still.items()))
     print(f"   changing screens ({changes:.1f} changes made/s per phone): {fps:5.1f} new frames/s per phone; capture->receipt median "
@@ -352,19 +362,21 @@ async def measure(count, devices, icons, base, cookie, seconds, inputs, pids):
         run = statistics.median(t.get("execute", 0) for t in timings)
         print(f"     executor per input: audit (hierarchy dump + rules) median {audit:.0f} ms, "
               f"execute median {run:.0f} ms")
-    print(f"   mean screencap round trip {capture_ms:.1f} ms; decode+scale+JPEG {encode_ms:.1f} ms per new picture")
+    dumps = viewers[0].stats.get("screen_dumps", {})
+    print(f"   web process UI dumps so far: {dumps.get('dumped', 0)} read, {dumps.get('reused', 0)} reused "
+          "(screen unchanged since)")
+    print(f"   source(s) {', '.join(sources)}; web CPU {web_cpu_ms_per_frame:.2f} ms per frame relayed; "
+          f"mean capture {capture_ms:.1f} ms; encoding in the web process {encode_ms:.1f} ms per new picture")
     return figures
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--inputs", type=int, default=8, help="inputs per phone (tap, home, ...)")
-    args = parser.parse_args()
+def run(seconds=5.0, inputs=8, codecs=("h264", "jpeg"), counts=(1, 4, 16)):
+    """{codec: {phones: figures}} measured on a farm of PHONES phones started here."""
     logs = Path(VAR_DIR)
     farm_log, web_log = open(logs / "farm.log", "wb"), open(logs / "web.log", "wb")
     farm, address = start_farm(farm_log)
     web = None
+    results = {}
     try:
         devices = prepare_database(address)
         icons = {device.serial: app_icon_center(device, "Chatter") for device in devices}
@@ -372,13 +384,13 @@ def main():
         web = start_web(port, web_log)
         base = f"http://127.0.0.1:{port}"
         cookie = login(base)
-        print(f"streaming bench: {len(devices)} virtual phones, source {os.environ.get('STREAM_SOURCE', 'screencap')}, "
+        print(f"streaming bench: {len(devices)} virtual phones, STREAM_SOURCE {os.environ.get('STREAM_SOURCE', 'auto')}, "
               f"view {VIEW['width']}x{VIEW['height']}, {os.cpu_count()} CPU(s), var {VAR_DIR}")
         pids = {"farm": farm.pid, "web": web.pid, "perf": os.getpid()}
-        results = {}
-        for count in (1, 4, 16):
-            results[count] = asyncio.run(measure(count, devices, icons, base, cookie, args.seconds,
-                                                 args.inputs, pids))
+        for codec in codecs:
+            wanted = [codec] if codec == "jpeg" else [codec, "jpeg"]
+            results[codec] = {count: asyncio.run(measure(count, devices, icons, base, cookie, seconds, inputs,
+                                                         pids, wanted)) for count in counts}
     finally:
         for process in (web, farm):
             if process is not None:
@@ -388,9 +400,34 @@ def main():
                 except subprocess.TimeoutExpired:
                     print(f"pid {process.pid} ignored SIGTERM for 15 s; killed", file=sys.stderr)
                     process.kill()
-    four, sixteen = results[4], results[16]
-    print(f"streaming: fps_per_phone_4={four['fps']:.1f} frame_latency_ms_p95_4={four['lat_p95']:.0f} "
-          f"input_to_frame_ms_p95_4={four['in_p95']:.0f} fps_per_phone_16={sixteen['fps']:.1f}")
+    return results
+
+
+def summary(results, codec):
+    four, sixteen = results[codec][4], results[codec][16]
+    web_cpu = statistics.mean(figures["web_cpu_ms_per_frame"] for figures in results[codec].values())
+    return {"fps_per_phone_4": four["fps"], "frame_latency_ms_p95_4": four["lat_p95"],
+            "input_to_frame_ms_p95_4": four["in_p95"], "fps_per_phone_16": sixteen["fps"],
+            "web_cpu_ms_per_frame": web_cpu}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--inputs", type=int, default=8, help="inputs per phone (tap, home, ...)")
+    parser.add_argument("--codecs", default="h264,jpeg", help="what the viewers decode, comma-separated")
+    args = parser.parse_args()
+    codecs = [codec.strip() for codec in args.codecs.split(",") if codec.strip()]
+    results = run(args.seconds, args.inputs, codecs)
+    for codec in codecs:
+        figures = summary(results, codec)
+        print(f"{codec}: " + " ".join(f"{name}={value:.1f}" for name, value in figures.items()))
+    figures = summary(results, codecs[0])
+    print(f"streaming: fps_per_phone_4={figures['fps_per_phone_4']:.1f} "
+          f"frame_latency_ms_p95_4={figures['frame_latency_ms_p95_4']:.0f} "
+          f"input_to_frame_ms_p95_4={figures['input_to_frame_ms_p95_4']:.0f} "
+          f"fps_per_phone_16={figures['fps_per_phone_16']:.1f} "
+          f"web_cpu_ms_per_frame={figures['web_cpu_ms_per_frame']:.2f}")
 
 
 if __name__ == "__main__":

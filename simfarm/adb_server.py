@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from simfarm.device_services import serve_device_service
 from simfarm.host_requests import WAIT_FOR as _WAIT_FOR
 from simfarm.host_requests import split_host_request, transport_target
+from simfarm.screen_daemons import ScreenDaemons
 from simfarm.types import ShellResult
 from simfarm.wire import OKAY, ProtocolError, fail, finish, length_block, okay_block, read_request
 
@@ -54,6 +55,7 @@ class AdbServer:
         self._unplugged: set[str] = set()
         self._device_connections: dict[str, set[asyncio.StreamWriter]] = {}
         self._trackers: set[asyncio.Event] = set()
+        self.daemons = ScreenDaemons(self._run_blocking)
         self._handlers: set[asyncio.Task] = set()
         self._server: asyncio.base_events.Server | None = None
         self._stopped: asyncio.Event | None = None
@@ -119,23 +121,31 @@ class AdbServer:
             self._unplugged.discard(serial)
         else:
             self._unplugged.add(serial)
+            self.daemons.stop_all(serial)
             for writer in list(self._device_connections.get(serial, ())):
                 writer.transport.abort()  # an unplugged phone drops its open streams
         for tracker in self._trackers:
             tracker.set()
 
     async def run_on_phone(self, phone, command: str) -> ShellResult:
-        loop = asyncio.get_running_loop()
         try:
-            pending = loop.run_in_executor(self._executor, phone.run, command)
-        except RuntimeError as error:  # the executor is shut down: the server is stopping
-            raise ConnectionAbortedError(str(error)) from error
-        try:
-            return await pending
+            return await self._run_blocking(phone.run, command)
+        except ConnectionAbortedError:
+            raise
         except Exception as error:  # a phone bug must not leave the client waiting blind
             logger.exception("phone %s failed on %r", phone.serial, command)
             message = f"virtual phone error running {command!r}: {error}\n"
             return ShellResult(b"", message.encode(), 1)
+        finally:
+            self.daemons.poke(phone.serial)  # streams look at the screen again at once
+
+    async def _run_blocking(self, function, *args):
+        """Phone work (commands, rendering, encoding) on the phones' pool, off the loop."""
+        try:
+            pending = asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+        except RuntimeError as error:  # the executor is shut down: the server is stopping
+            raise ConnectionAbortedError(str(error)) from error
+        return await pending
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -181,7 +191,7 @@ class AdbServer:
         connections = self._device_connections.setdefault(phone.serial, set())
         connections.add(writer)
         try:
-            await serve_device_service(service, phone, reader, writer, self.run_on_phone)
+            await serve_device_service(service, phone, reader, writer, self.run_on_phone, self.daemons)
         finally:
             connections.discard(writer)
 

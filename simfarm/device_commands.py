@@ -112,6 +112,23 @@ def cmd_uiautomator(sh, args, stdin):
     return ok(f"UI hierchary dumped to: {path}\n")
 
 
+def cmd_service(sh, args, stdin):
+    """`service list|check|call`: only SurfaceFlinger's page-flip counter (transaction 1013) is
+    implemented, the cheap "has the screen changed?" signal real devices give too."""
+    if args[:1] == ["list"]:
+        return ok("Found 1 services:\n0\tSurfaceFlinger: [android.ui.ISurfaceComposer]\n")
+    if args[:1] == ["check"] and len(args) == 2:
+        found = args[1] == "SurfaceFlinger"
+        return ok(f"Service {args[1]}: {'found' if found else 'not found'}\n")
+    if args[:3] == ["call", "SurfaceFlinger", "1013"]:
+        count = sh.phone.page_flip_count() & 0xFFFFFFFF
+        return ok(f"Result: Parcel({count:08x}    '....')\n")
+    if args[:1] == ["call"] and len(args) >= 3:
+        return ok("Result: Parcel(ffffffb6    '....')\n")  # -74: this transaction is unknown here
+    return fail("usage: service [-h|-?]\n       service list\n       service check SERVICE\n"
+                "       service call SERVICE CODE [i32 N | i64 N | f N | d N | s16 STR ] ...")
+
+
 def cmd_wm(sh, args, stdin):
     phone = sh.phone
     if not args or args[0] == "size":

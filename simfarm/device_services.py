@@ -1,7 +1,8 @@
 """Device services: what a client asks for after it has switched the connection to one phone.
 
 `shell:` (v1: raw output then close), `shell,v2,...:` (packets with stdout, stderr and the exit
-code), `exec:` (binary-clean stdout), `abb_exec:`/`abb:` (the `cmd` binder bridge), `sync:`.
+code), `exec:` (binary-clean stdout), `abb_exec:`/`abb:` (the `cmd` binder bridge), `sync:`, and
+`localabstract:NAME` for the screen-streaming daemons a shell command started (screen_daemons.py).
 Everything else gets a FAIL naming the service, so a client never waits on a reply that will not come.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ import shlex
 import struct
 from collections.abc import Awaitable, Callable
 
+from simfarm.screen_daemons import ScreenDaemons, parse_launch
 from simfarm.sync_protocol import serve_sync
 from simfarm.types import ShellResult
 from simfarm.wire import OKAY, discard_until_eof, fail, finish
@@ -38,7 +40,7 @@ _REFUSED_SERVICES = {
     "track-jdwp": "track-jdwp is not supported by the virtual farm",
     "track-app": "track-app is not supported by the virtual farm",
     "tcp": "the virtual phones have no sockets to connect to",
-    "localabstract": "the virtual phones have no sockets to connect to",
+    "localabstract": "nothing listens there: start a screen daemon (minicap, scrcpy) first",
     "localreserved": "the virtual phones have no sockets to connect to",
     "localfilesystem": "the virtual phones have no sockets to connect to",
     "local": "the virtual phones have no sockets to connect to",
@@ -53,12 +55,19 @@ def _service_name(service: str) -> str:
 
 
 async def serve_device_service(service: str, phone, reader: asyncio.StreamReader,
-                               writer: asyncio.StreamWriter, run_on_phone: RunOnPhone) -> None:
+                               writer: asyncio.StreamWriter, run_on_phone: RunOnPhone,
+                               daemons: ScreenDaemons | None = None) -> None:
     """Answer one device service on a connection already switched to `phone`."""
     shell = _SHELL_SERVICE.fullmatch(service)
     if shell:
         options = (shell.group("options") or "").split(",")
-        await _shell(shell.group("command"), "v2" in options, phone, reader, writer, run_on_phone)
+        launch = parse_launch(phone, shell.group("command")) if daemons is not None else None
+        if launch is not None:
+            await daemons.run(launch, phone, reader, writer, "v2" in options, shell_v2_packets)
+        else:
+            await _shell(shell.group("command"), "v2" in options, phone, reader, writer, run_on_phone)
+    elif service.startswith("localabstract:") and daemons is not None:
+        await daemons.connect(phone, service[len("localabstract:"):], reader, writer)
     elif service.startswith("exec:"):
         await _exec(service[len("exec:"):], phone, reader, writer, run_on_phone)
     elif service.startswith(("abb_exec:", "abb:")):
@@ -126,12 +135,18 @@ async def _exec(command: str, phone, reader, writer, run_on_phone: RunOnPhone) -
 
 
 def _shell_v2_packets(result: ShellResult) -> bytes:
+    return shell_v2_packets(result.stdout, result.stderr, result.exit_code)
+
+
+def shell_v2_packets(stdout: bytes, stderr: bytes, exit_code: int | None) -> bytes:
+    """Shell protocol v2 packets for this output; the exit packet only when `exit_code` is known."""
     packets = []
-    for packet_id, payload in ((STDOUT_ID, result.stdout), (STDERR_ID, result.stderr)):
+    for packet_id, payload in ((STDOUT_ID, stdout), (STDERR_ID, stderr)):
         view = memoryview(payload)
         for offset in range(0, len(view), SHELL_PACKET_PAYLOAD):
             chunk = view[offset:offset + SHELL_PACKET_PAYLOAD]
             packets.append(PACKET_HEADER.pack(packet_id, len(chunk)))
             packets.append(chunk)
-    packets.append(PACKET_HEADER.pack(EXIT_ID, 1) + bytes([result.exit_code & 0xFF]))
+    if exit_code is not None:
+        packets.append(PACKET_HEADER.pack(EXIT_ID, 1) + bytes([exit_code & 0xFF]))
     return b"".join(packets)

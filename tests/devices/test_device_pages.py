@@ -144,15 +144,21 @@ def test_a_browser_watches_a_phone_and_taps_an_app_icon(screen_phones, role_user
     page.get_by_test_id("take").click()
     page.wait_for_selector("[data-testid=release]")
     page.wait_for_function("document.querySelector('[data-testid=screen]').dataset.frames >= 1", timeout=15000)
+    # Chromium decodes the phone's own H.264 (WebCodecs): nothing was re-encoded for it.
+    assert screen.get_attribute("data-codec") == "h264" and screen.get_attribute("data-source") == "scrcpy"
     frames_before = int(screen.get_attribute("data-frames"))
     box = screen.bounding_box()
     tap_icon()
+    page.wait_for_selector("[data-testid=tap-echo]", state="attached", timeout=2000)  # echoed at once
     page.wait_for_function("document.querySelector('[data-testid=screen-message]').textContent.startsWith('Done: click')")
     deadline = time.monotonic() + 10
     while phone.foreground()["package"].endswith("launcher") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not phone.foreground()["package"].endswith("launcher"), "the tap opened the app"
     page.wait_for_function(f"document.querySelector('[data-testid=screen]').dataset.frames > {frames_before}")
+    # The frame that first showed the tap's effect is marked and timed.
+    page.wait_for_function("document.querySelector('[data-testid=input-effect]').textContent.includes('new frame')")
+    assert int(screen.get_attribute("data-marked-frame")) > 0
 
     # A hidden page pauses its stream (no more frames, the age grows); visible again, it resumes.
     page.evaluate("""() => { Object.defineProperty(document, 'hidden', {value: true, configurable: true});
@@ -167,4 +173,21 @@ def test_a_browser_watches_a_phone_and_taps_an_app_icon(screen_phones, role_user
     page.get_by_test_id("key-home").click()
     page.wait_for_function("document.querySelector('[data-testid=screen-message]').textContent.startsWith('Done: system_button')")
     assert phone.foreground()["package"].endswith("launcher")
+    page.close()
+
+
+@pytest.mark.browser
+def test_a_browser_without_webcodecs_gets_jpeg_frames(screen_phones, role_users, asgi_server, browser):
+    device = screen_phones[0]
+    page = browser.new_page(viewport={"width": 1200, "height": 1000})
+    page.add_init_script("delete window.VideoDecoder;")  # an older browser
+    page.goto(asgi_server + "/login/")
+    page.fill("input[name=username]", role_users["manager"].username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r".*/dashboard/"))
+    page.goto(f"{asgi_server}/devices/{device.pk}/")
+    page.wait_for_function("document.querySelector('[data-testid=screen]').dataset.frames >= 1", timeout=15000)
+    screen = page.get_by_test_id("screen")
+    assert screen.get_attribute("data-codec") == "jpeg" and screen.get_attribute("data-source") == "minicap"
     page.close()

@@ -4,7 +4,8 @@ The phone's I/O (PhoneConnection: shell, shell_result, exec_out, dump_hierarchy)
 audit function are wrapped by spies that call through; every one of the 14 actions and both
 composites then run on the virtual farm over ADB. Each input command sent must come after an
 allowed audit decision for that very input, judged on a UI dump read after the previous input and
-less than a second before this one.
+less than a second before this one, or on the phone's last dump when its page-flip counter, read
+after the previous input, had not moved since that dump (devices/screen_signal.py): the same screen.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import time
 import pytest
 
 from devices import audit as audit_module
-from devices import composite
+from devices import composite, screen_signal
 from devices.actions import ACTIONS, SYSTEM_BUTTONS
 from devices.audit import AuditRule
 from devices.executor import ActionExecutor
@@ -31,8 +32,9 @@ INPUT = re.compile(r"^(input |monkey |am start|am broadcast)")
 
 
 class Spy:
-    """Events in order: ("dump", xml, t), ("audit", action, xml, decision, t), ("input", command, t,
-    by_the_executor). Everything is recorded: a test's own setup input also makes older dumps stale."""
+    """Events in order: ("dump", xml, t), ("flips", count, t), ("audit", action, xml, decision, t),
+    ("input", command, t, by_the_executor). Everything is recorded: a test's own setup input also
+    makes older dumps stale."""
 
     def __init__(self):
         self.events = []
@@ -65,6 +67,14 @@ def spy(monkeypatch):
         return xml
 
     monkeypatch.setattr(PhoneConnection, "dump_hierarchy", dump)
+    original_flips = screen_signal.page_flips
+
+    def flips(phone):
+        count = original_flips(phone)
+        spy.events.append(("flips", count, time.monotonic()))
+        return count
+
+    monkeypatch.setattr(screen_signal, "page_flips", flips)
     original_audit = audit_module.audit
 
     def audited(action, hierarchy_xml, rules):
@@ -118,13 +128,25 @@ def assert_every_input_was_audited_on_a_fresh_dump(events):
         _, action, judged_xml, decision, audited_at = audits[-1]
         assert decision.allowed, f"`{command}` was sent although the audit blocked it: {decision.reason}"
         assert carries_out(action, command), f"the audit judged {action}, but `{command}` was sent"
-        dumps = [e for e in since_last_input if e[0] == "dump" and e[2] <= audited_at]
-        assert dumps, f"`{command}` was audited on a screen read before the previous input"
-        assert judged_xml == dumps[-1][1], f"`{command}` was audited on another screen than the latest dump"
-        assert sent_at - dumps[-1][2] < FRESH_S, f"`{command}` was audited on a dump {sent_at - dumps[-1][2]:.2f} s old"
+        assert_judged_on_the_screen_as_it_was(events, last_input_at, index, audited_at, judged_xml, sent_at, command)
         last_input_at = index
         checked += 1
     return checked
+
+
+def assert_judged_on_the_screen_as_it_was(events, last_input_at, index, audited_at, judged_xml, sent_at, command):
+    """The audit's screen is the latest dump, read after the previous input less than FRESH_S
+    before this one, or confirmed since by an unmoved page-flip counter."""
+    dump_at = max((i for i, e in enumerate(events[:index]) if e[0] == "dump" and e[2] <= audited_at), default=None)
+    assert dump_at is not None, f"`{command}` was audited with no dump at all"
+    assert judged_xml == events[dump_at][1], f"`{command}` was audited on another screen than the latest dump"
+    if dump_at > last_input_at and sent_at - events[dump_at][2] < FRESH_S:
+        return
+    flips_then = [e for e in events[:dump_at] if e[0] == "flips"]
+    flips_now = [e for e in events[max(dump_at, last_input_at) + 1:index] if e[0] == "flips" and e[2] <= audited_at]
+    assert flips_now, f"`{command}` was audited on a screen read before the previous input, not confirmed since"
+    assert flips_then and flips_then[-1][1] == flips_now[-1][1] is not None, \
+        f"`{command}` was audited on an old dump although the screen had changed"
 
 
 def centre(phone, text=None, resource_id=None):

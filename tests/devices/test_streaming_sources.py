@@ -10,7 +10,7 @@ from PIL import Image
 
 from devices.streaming import scrcpy
 from devices.streaming.frames import Frame, Picture, fit_size, pack, png_size, unpack
-from devices.streaming.sources import ScreencapSource, SourceUnavailable, configured_source_name, open_source
+from devices.streaming.sources import ScreencapSource, SourceUnavailable, configured_source_name
 
 
 def png_of(size, color):
@@ -42,15 +42,24 @@ def test_screencap_source_reports_an_unchanged_screen_without_decoding():
 
 
 def test_the_source_is_chosen_by_stream_source(settings, monkeypatch):
+    from devices.streaming.feeds import source_plan
+
     settings.STREAM_SOURCE = None
     monkeypatch.delenv("STREAM_SOURCE", raising=False)
-    assert configured_source_name() == "screencap"
-    monkeypatch.setenv("STREAM_SOURCE", "minicap")
-    with pytest.raises(ValueError, match="choose one of screencap, scrcpy"):
+    assert configured_source_name() == "auto"
+    monkeypatch.setenv("STREAM_SOURCE", "vnc")
+    with pytest.raises(ValueError, match="choose one of auto, scrcpy, minicap, screencap"):
         configured_source_name()
-    monkeypatch.setenv("STREAM_SOURCE", "scrcpy")
-    with pytest.raises(SourceUnavailable, match="PyAV|SCRCPY_SERVER_JAR"):
-        open_source(phone=None)
+    # Phone-side encoders first, relayed; screencap polling is always the last resort.
+    assert source_plan("auto", ("h264", "jpeg")) == ["scrcpy", "minicap", "screencap"]
+    assert source_plan("auto", ("jpeg",)) == ["minicap", "screencap"]
+    assert source_plan("scrcpy", ("jpeg",)) == ["scrcpy-decoded", "screencap"]
+    assert source_plan("scrcpy", ("h264",)) == ["scrcpy", "screencap"]
+    assert source_plan("screencap", ("h264", "jpeg")) == ["screencap"]
+    monkeypatch.setenv("SCRCPY_SERVER_JAR", "/nowhere/scrcpy-server-v2.4")
+    phone = type("Phone", (), {"serial": "real-1"})()
+    with pytest.raises(SourceUnavailable, match="SCRCPY_SERVER_JAR=/nowhere"):
+        scrcpy.jar_on_phone(phone)
 
 
 def serve(chunks):
