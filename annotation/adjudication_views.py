@@ -2,6 +2,8 @@
 import struct
 
 from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Prefetch
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -10,7 +12,9 @@ from accounts.roles import ADJUDICATOR, role_required
 from annotation import adjudication
 from devices.uitree import node_at, parse_hierarchy
 from flywheel.blobs import read_blob
-from flywheel.models import Destination, Trajectory
+from flywheel.models import Adjudication, Destination, Trajectory, Vote
+
+QUEUE_PAGE_SIZE = 50  # oldest first; people judge the next one with N, the list is for looking
 
 
 def _png_size(name):
@@ -47,9 +51,14 @@ def player_steps(trajectory):
 
 @role_required(ADJUDICATOR)
 def adjudication_queue(request):
-    waiting = adjudication.waiting_for_adjudication().select_related("query", "device").prefetch_related(
-        "votes", "adjudications__adjudicator")
-    return render(request, "annotation/adjudication_queue.html", {"trajectories": waiting[:200]})
+    # Only what the list shows: a query's text rather than its specs, votes without rationale.
+    votes = Vote.objects.only("trajectory_id", "system", "vote").order_by("system")
+    claims = Adjudication.objects.select_related("adjudicator").only("trajectory_id", "decision",
+                                                                     "adjudicator__username")
+    waiting = (adjudication.waiting_for_adjudication().select_related("query").only("line", "started_at", "query__text")
+               .prefetch_related(Prefetch("votes", votes), Prefetch("adjudications", claims)))
+    page = Paginator(waiting, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "annotation/adjudication_queue.html", {"trajectories": page.object_list, "page": page})
 
 
 @role_required(ADJUDICATOR)

@@ -4,6 +4,7 @@ that screenshot (static/js/repair.js draws the tap box and sends the correction 
 import json
 
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -16,6 +17,8 @@ from devices.actions import ACTIONS, SYSTEM_BUTTONS, TERMINATE_STATUSES
 from flywheel.access import repairs_visible_to
 from flywheel.models import Repair
 from flywheel.policies.protocol import TAGS
+
+QUEUE_PAGE_SIZE = 50  # oldest first; people take the next one with Enter, the list is for looking
 
 # 1-9 and 0: the action types in Table 3's order (the select lists all 14).
 NUMBER_KEYS = [(str(n + 1), name) for n, name in enumerate(ACTIONS[:9])] + [("0", "terminate")]
@@ -37,13 +40,21 @@ def _visible(request, pk):
 
 @role_required(ANNOTATOR)
 def repair_queue_page(request):
-    waiting = repair_queue.waiting_for_repair().select_related("trajectory__query", "claimed_by", "attribution")
+    waiting = repair_queue.waiting_for_repair()
+    # The columns the list shows: the goal is a query's text, not its specs and labels (JSON a
+    # thousand times over at scale).
+    listed = waiting.select_related("trajectory__query", "claimed_by").only(
+        "path", "step_index", "human_reason", "reason", "confidence", "created_at", "status", "claimed_until",
+        "claimed_by__username", "trajectory__query__text")
     recent = (Repair.objects.filter(correction__by="human", repaired_by=request.user)
               | Repair.objects.filter(status=Repair.Status.FAILED, claimed_by=request.user))
-    rows = [{"repair": r, "holder": repair_queue.holder(r)} for r in waiting[:200]]
+    page = Paginator(listed, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = [{"repair": r, "holder": repair_queue.holder(r)} for r in page.object_list]
     return render(request, "annotation/repair_queue.html", {
-        "rows": rows, "count": waiting.count(),
-        "recent": recent.select_related("trajectory__query", "sample").order_by("-finished_at", "-pk")[:10],
+        "rows": rows, "count": page.paginator.count, "page": page,
+        "recent": recent.select_related("trajectory__query").only(
+            "status", "sample_id", "replay", "reason", "finished_at", "trajectory__query__text")
+        .order_by("-finished_at", "-pk")[:10],
     })
 
 

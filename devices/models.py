@@ -109,6 +109,8 @@ class WorkItem(models.Model):
 
     class Meta:
         ordering = ["-priority", "created_at"]
+        # A run's progress and cancel read its items by kind (one kind per run).
+        indexes = [models.Index(fields=["kind", "status"], name="work_item_kind_status")]
 
     def __str__(self):
         return f"{self.kind} #{self.pk} ({self.status})"

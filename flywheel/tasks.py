@@ -130,6 +130,31 @@ def advance_loops():
     return {"loops": moved}
 
 
+@shared_task(name="flywheel.tasks.fold_tallies")
+def fold_tallies():
+    """Fold the big append-only tables' new rows into their tallies (flywheel/tallies.py)."""
+    from flywheel.tallies import fold_tallies as fold
+
+    return fold()
+
+
+@shared_task(name="flywheel.tasks.rebuild_tallies")
+def rebuild_tallies():
+    """Count the tallies again from scratch: heals rows deleted or committed late (daily)."""
+    from flywheel.tallies import rebuild_tallies as rebuild
+
+    return rebuild()
+
+
+@shared_task(name="flywheel.tasks.snapshot_ledger")
+def snapshot_ledger():
+    """Count every run's failures for the ledger overview (flywheel/pools/ledger_snapshot.py)."""
+    from flywheel.pools.ledger_snapshot import take_snapshot
+
+    snapshot = take_snapshot()
+    return {"taken_at": snapshot.taken_at.isoformat(), "seconds": round(snapshot.seconds, 3)}
+
+
 # The query side's tasks live next to their code; importing them here registers them with the
 # worker under flywheel.tasks.* names (autodiscovery reads each app's tasks module only).
 from flywheel.queries.exploration_tasks import *  # noqa: E402, F403

@@ -67,10 +67,13 @@ def run_detail(request, run_id):
     run.refresh_from_db()
     holders = [f"collection:run:{run.pk}"]
     phones = Device.objects.filter(leases__holder__in=holders, leases__released_at__isnull=True).distinct()
-    log = (Step.objects.filter(trajectory__run=run).select_related("trajectory__query")
-           .order_by("-created_at")[:40])
-    questions = [s for s in Step.objects.filter(trajectory__run=run, edit__clarify_pending__isnull=False)
-                 .select_related("trajectory__query") if not (s.edit or {}).get("clarify_answer")]
+    # The step log shows a few columns of each step: its reasoning, model I/O and timings (kilobytes
+    # per step) and the query's specs stay in the database.
+    steps = Step.objects.filter(trajectory__run=run).select_related("trajectory__query")
+    log = steps.only("trajectory_id", "index", "foreground_package", "executed_action", "audit", "anomaly",
+                     "created_at", "trajectory__query__text").order_by("-created_at")[:40]
+    questions = [s for s in steps.filter(edit__clarify_pending__isnull=False).only(
+        "trajectory_id", "edit", "trajectory__query__text") if not (s.edit or {}).get("clarify_answer")]
     live = run.status in (CollectionRun.Status.QUEUED, CollectionRun.Status.RUNNING)
     context = {"run": run, "phones": phones, "log": log, "questions": questions, "live": live}
     if request.headers.get("HX-Request"):

@@ -1,16 +1,24 @@
-"""Counts for the manager dashboard, straight from the database."""
+"""Counts for the manager dashboard.
+
+The open dashboard re-reads these on every pushed event (up to twice a second), so each figure is
+one cheap statement at any scale: small tables and the trajectories (by index-only scans) are
+counted as they stand; the pools and the semi-automatic line's verified steps come from the
+incrementally folded tallies (flywheel/tallies.py), never from counting a million rows.
+"""
+from django.contrib.auth.models import User
 from django.db.models import Count
 
 from devices.models import Device
-from flywheel.models import CptEntry, Query, RlQueryEntry, SftEntry, Step, Trajectory
+from flywheel import tallies
+from flywheel.models import ModelVersion, Query, RlQueryEntry, Trajectory
 from flywheel.models.trajectories import Line, Outcome
-from flywheel.queries.coverage import coverage, coverage_by_app
+from flywheel.queries.coverage import coverage_overview
 
 
 def trajectories_by_line_and_verdict():
     """Rows of (line label, {verdict: count}, total) for every line that has trajectories."""
     counts = {}
-    for row in Trajectory.objects.values("line", "verdict").annotate(n=Count("id")):
+    for row in Trajectory.objects.order_by().values("line", "verdict").annotate(n=Count("*")):
         counts.setdefault(row["line"], {})[row["verdict"]] = row["n"]
     rows = []
     for line, label in Line.choices:
@@ -21,48 +29,52 @@ def trajectories_by_line_and_verdict():
 
 
 def _summarise(rows):
-    steps = len(rows)
-    times = [row["verify_ms"] for row in rows if row["verify_ms"] is not None]
-    accepted = sum(1 for row in rows if row["accepted"])
-    return {"steps": steps, "seconds_per_step": round(sum(times) / len(times) / 1000, 1) if times else None,
+    steps = sum(row["steps"] for row in rows)
+    timed, verify_ms = sum(row["timed"] for row in rows), sum(row["verify_ms"] for row in rows)
+    accepted = sum(row["steps"] for row in rows if row["accepted"])
+    return {"steps": steps, "seconds_per_step": round(verify_ms / timed / 1000, 1) if timed else None,
             "accepted_share": accepted / steps if steps else None,
-            "moved": sum(1 for row in rows if (row["distance"] or 0) >= 1)}
+            "moved": sum(row["steps"] for row in rows if row["moved"])}
 
 
-def verification_metrics(limit=20_000):
+def verification_metrics():
     """Semi-automatic line: time per verified step and the share of proposals accepted unchanged,
-    per annotator and per policy (the model version that proposed)."""
-    steps = (Step.objects.filter(trajectory__line=Line.SEMI_AUTO, executed_action__isnull=False, edit__isnull=False)
-             .values("edit", "timings", "trajectory__annotator__username", "trajectory__model_version__name")
-             .order_by("-id")[:limit])
+    per annotator and per policy (the model version that proposed), over every verified step."""
+    rows = []
+    for key, steps, verify_ms, timed in tallies.read(tallies.VERIFIED, by=("key",)):
+        annotator, version, accepted, moved = key.split("|")
+        rows.append({"annotator": int(annotator) if annotator else None, "version": int(version) if version else None,
+                     "accepted": tallies.key_flag(accepted), "moved": tallies.key_flag(moved), "steps": steps,
+                     "verify_ms": verify_ms,
+                     "timed": timed})
+    names = dict(User.objects.filter(pk__in={row["annotator"] for row in rows}).values_list("pk", "username"))
+    versions = dict(ModelVersion.objects.filter(pk__in={row["version"] for row in rows}).values_list("pk", "name"))
     by_annotator, by_policy = {}, {}
-    for step in steps:
-        edit, timings = step["edit"] or {}, step["timings"] or {}
-        row = {"verify_ms": timings.get("verify_ms"), "accepted": bool(edit.get("accepted_unchanged")),
-               "distance": edit.get("pixel_distance")}
-        by_annotator.setdefault(step["trajectory__annotator__username"] or "–", []).append(row)
-        by_policy.setdefault(step["trajectory__model_version__name"] or "offline", []).append(row)
+    for row in rows:
+        by_annotator.setdefault(names.get(row["annotator"], "–"), []).append(row)
+        by_policy.setdefault(versions.get(row["version"], "offline"), []).append(row)
     return {"by_annotator": [(name, _summarise(rows)) for name, rows in sorted(by_annotator.items())],
             "by_policy": [(name, _summarise(rows)) for name, rows in sorted(by_policy.items())]}
 
 
 def dashboard_counts():
-    queries_by_tier = dict(Query.objects.values_list("tier").annotate(n=Count("id")))
-    devices_by_status = dict(Device.objects.values_list("status").annotate(n=Count("id")))
+    queries_by_tier = dict(Query.objects.order_by().values_list("tier").annotate(n=Count("*")))
+    devices_by_status = dict(Device.objects.order_by().values_list("status").annotate(n=Count("id")))
+    trajectory_rows = trajectories_by_line_and_verdict()
     return {
         "queries_total": sum(queries_by_tier.values()),
         "queries_by_tier": [(tier, queries_by_tier.get(tier, 0)) for tier in ("L1", "L2", "L3")],
         "verdict_labels": Outcome.labels,
-        "trajectory_rows": trajectories_by_line_and_verdict(),
-        "trajectories_total": Trajectory.objects.count(),
+        "trajectory_rows": trajectory_rows,
+        "trajectories_total": sum(row["total"] for row in trajectory_rows),
         "pools": {
-            "cpt": CptEntry.objects.count(),
-            "sft": SftEntry.objects.count(),
+            "cpt": tallies.total(tallies.CPT),
+            "sft": tallies.total(tallies.SFT),
             "rl": RlQueryEntry.objects.filter(state__in=["banked", "active"]).count(),
         },
         "devices_by_status": [(label, devices_by_status.get(status, 0))
                               for status, label in Device.Status.choices],
         "devices_total": sum(devices_by_status.values()),
         "verification": verification_metrics(),
-        "coverage": {"overall": coverage(), "by_app": coverage_by_app()},
+        "coverage": coverage_overview(),
     }

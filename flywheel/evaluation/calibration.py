@@ -14,9 +14,9 @@ from collections import defaultdict
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Max
-from django.db.models.functions import TruncDate
+from django.db.models import Count, Exists, Max, OuterRef, Q
 
+from flywheel import tallies
 from flywheel.evaluation import system_b, system_c
 from flywheel.models import Adjudication, CalibrationRound, Verdict, Vote
 from flywheel.rules.calibration import (
@@ -78,17 +78,22 @@ def judge_examples() -> list[dict]:
 # --- agreement with people and the consensus rate -----------------------------------------------
 
 def system_agreement():
-    """Per system: votes cast on adjudicated trajectories, how many matched the person, the rate."""
-    decided = {a.trajectory_id: ADJUDICATION_OUTCOMES[a.decision]
-               for a in Adjudication.objects.exclude(decision="")}
+    """Per system: votes cast on adjudicated trajectories, how many matched the person, the rate.
+
+    Counted in SQL, votes by system, value and the person's newest decision on the trajectory."""
+    newer = Adjudication.objects.exclude(decision="").filter(trajectory_id=OuterRef("trajectory_id")).filter(
+        Q(decided_at__gt=OuterRef("decided_at")) | Q(decided_at=OuterRef("decided_at"), pk__gt=OuterRef("pk")))
+    rows = (Adjudication.objects.exclude(decision="").filter(~Exists(newer)).order_by()
+            .values_list("trajectory__votes__system", "trajectory__votes__vote", "decision")
+            .annotate(n=Count("trajectory__votes")).filter(n__gt=0))
     stats = {system: {"votes": 0, "agreed": 0, "abstained": 0} for system in "ABC"}
-    for vote in Vote.objects.filter(trajectory_id__in=decided):
-        entry = stats[vote.system]
-        if vote.vote == "abstain":
-            entry["abstained"] += 1
+    for system, vote, decided, n in rows:
+        entry = stats[system]
+        if vote == "abstain":
+            entry["abstained"] += n
             continue
-        entry["votes"] += 1
-        entry["agreed"] += vote.vote == decided[vote.trajectory_id]
+        entry["votes"] += n
+        entry["agreed"] += n if vote == ADJUDICATION_OUTCOMES[decided] else 0
     for entry in stats.values():
         entry["rate"] = round(entry["agreed"] / entry["votes"], 3) if entry["votes"] else None
     return stats
@@ -100,13 +105,12 @@ def htsc_verdicts():
 
 
 def consensus_rate_by_day(days=30):
-    """Share of HTSC verdicts that reached a decision (not Undetermined), per day."""
+    """Share of HTSC verdicts that reached a decision (not Undetermined), per day (the last `days`
+    days with verdicts), from the verdict tallies (flywheel/tallies.py)."""
     per_day = defaultdict(lambda: [0, 0])
-    rows = (Verdict.objects.annotate(day=TruncDate("created_at"))
-            .values_list("day", "outcome").order_by("day"))
-    for day, outcome in rows:
-        per_day[day][0] += outcome != "undetermined"
-        per_day[day][1] += 1
+    for day, outcome, n, _, _ in tallies.read(tallies.VERDICTS):
+        per_day[day][0] += n if outcome != "undetermined" else 0
+        per_day[day][1] += n
     ordered = sorted(per_day.items())[-days:]
     return [{"day": day.isoformat(), "verdicts": total, "rate": round(decided / total, 3)}
             for day, (decided, total) in ordered]

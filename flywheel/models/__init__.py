@@ -6,13 +6,14 @@ from flywheel.models.pools import CptEntry, RlQueryEntry, RlRollout, SftEntry
 from flywheel.models.queries import Query, QueryApp, QueryFunction, QueryLocked, Risk, Source, Tier
 from flywheel.models.repair import CalibrationRound, EvolutionLoop, FailureClass, LoopRound, RuleFlag
 from flywheel.models.runs import CollectionRun, ModelVersion
+from flywheel.models.summaries import LedgerSnapshot, Tally, TallyMark
 from flywheel.models.trajectories import Destination, Line, Outcome, Step, Trajectory
 
 __all__ = [
     "App", "DevicePrior", "Edge", "ExplorationRun", "GenerationRun", "RunStatus", "FunctionNode", "GemPage", "Query", "QueryApp", "QueryLocked", "QueryFunction", "CollectionRun", "ModelVersion",
     "Step", "Trajectory", "Adjudication", "Attribution", "Repair", "Verdict", "Vote",
     "CptEntry", "RlQueryEntry", "RlRollout", "SftEntry",
-    "CalibrationRound", "EvolutionLoop", "FailureClass", "LoopRound", "RuleFlag",
+    "CalibrationRound", "EvolutionLoop", "FailureClass", "LoopRound", "RuleFlag", "LedgerSnapshot", "Tally", "TallyMark",
     # the choices that several tables share
     "Destination", "Line", "Outcome", "Risk", "Source", "Tier", "VoteValue",
 ]

@@ -40,6 +40,9 @@ class Verdict(models.Model):
     rationale = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        indexes = [models.Index(fields=["created_at"], name="verdict_created")]  # tallies' live rows
+
     def __str__(self):
         return f"{self.outcome} for #{self.trajectory_id}"
 
@@ -99,6 +102,8 @@ class Attribution(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-pk"]
+        # A trajectory's newest attribution, for the ledger (flywheel/pools/ledger.py).
+        indexes = [models.Index(fields=["trajectory", "created_at", "id"], name="attribution_newest")]
 
     def __str__(self):
         return f"L{self.level} {self.cause} (#{self.trajectory_id})"
@@ -161,6 +166,7 @@ class Repair(models.Model):
 
     class Meta:
         ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["status", "created_at", "id"], name="repair_queue_order")]  # /repairs/
 
     def __str__(self):
         return f"{self.path} repair of #{self.trajectory_id}"

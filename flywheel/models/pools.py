@@ -14,6 +14,7 @@ class CptEntry(models.Model):
     class Meta:
         verbose_name = "CPT pool entry"
         verbose_name_plural = "CPT pool"
+        indexes = [models.Index(fields=["created_at"], name="cpt_entry_created")]  # tallies' live rows
 
     def __str__(self):
         return f"CPT sample of step #{self.step_id}"
@@ -39,6 +40,7 @@ class SftEntry(models.Model):
     class Meta:
         verbose_name = "SFT pool entry"
         verbose_name_plural = "SFT pool"
+        indexes = [models.Index(fields=["created_at"], name="sft_entry_created")]  # tallies' live rows
         constraints = [models.UniqueConstraint(fields=["trajectory", "intake"],
                                                name="one_sft_entry_per_intake")]
 
@@ -82,6 +84,7 @@ class RlRollout(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        indexes = [models.Index(fields=["created_at"], name="rl_rollout_created")]  # the pools page's newest
         # A run's group over one query is metabolised once, however many verdicts arrive late.
         constraints = [models.UniqueConstraint(fields=["entry", "run"], condition=models.Q(run__isnull=False),
                                                name="one_metabolism_per_run_and_query")]

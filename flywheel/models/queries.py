@@ -84,6 +84,12 @@ class Query(models.Model):
     class Meta:
         ordering = ["key"]
         verbose_name_plural = "queries"
+        indexes = [
+            models.Index(fields=["tier"], name="query_tier"),  # the dashboard's count by tier
+            # The annotators' open pool (annotation/views.py): counted and listed by key.
+            models.Index(fields=["key"], name="query_open_pool",
+                         condition=models.Q(status="ready", assignee__isnull=True, evaluation_only=False)),
+        ]
 
     def __str__(self):
         return self.key

@@ -1,35 +1,65 @@
 """The ledger (where every trajectory went, per run) and the pool pages (§2.4.3)."""
+from collections import Counter
+
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
-from django.db.models.functions import TruncDate
 from django.shortcuts import get_object_or_404, render
 
 from accounts.roles import MANAGER, role_required
-from flywheel.models import CollectionRun, CptEntry, Line, RlQueryEntry, RlRollout, SftEntry, Trajectory
+from flywheel import tallies
+from flywheel.models import CollectionRun, Line, RlQueryEntry, RlRollout, Trajectory
 from flywheel.models.trajectories import Destination
-from flywheel.pools.ledger import FAILED, STAGE_LABELS, failure_ledger, with_failure_path
+from flywheel.pools.ledger import FAILED, STAGE_LABELS, empty_ledger, failure_ledger, filter_stage, with_failure_path
+from flywheel.pools.ledger_snapshot import ledger_overview
 
 DESTINATION_LABELS = [(value or "pending", label) for value, label in Destination.choices]
+RUNS_PER_PAGE = 50
+TRAJECTORIES_PER_PAGE = 50
 
 
-def _destination_counts(trajectories):
-    counts = dict(trajectories.values_list("destination").annotate(n=Count("id")))
-    return [(label, counts.get("" if value == "pending" else value, 0)) for value, label in DESTINATION_LABELS]
+def _destinations_by_run(run_ids):
+    """{run id (None: outside runs): [(label, count)]} in one statement over the (run, destination) index."""
+    counts: dict = {}
+    rows = (Trajectory.objects.filter(Q(run_id__in=run_ids) | Q(run_id__isnull=True)).order_by()
+            .values_list("run_id", "destination").annotate(n=Count("*")))
+    for run_id, destination, n in rows:
+        counts.setdefault(run_id, {})[destination] = n
+    return {run_id: [(label, by_destination.get("" if value == "pending" else value, 0))
+                     for value, label in DESTINATION_LABELS]
+            for run_id, by_destination in counts.items()}
 
 
 @role_required(MANAGER)
 def ledger(request):
     """Where every trajectory went, per run, and every failure's path through attribution and the
-    ECDM (stages that add up to the failures, salvage yield)."""
-    runs = list(CollectionRun.objects.annotate(n=Count("trajectories")).order_by("-created_at")[:100])
-    by_run = failure_ledger(Trajectory.objects.filter(run__in=[run.pk for run in runs]), group_by="run_id")
-    empty = failure_ledger(Trajectory.objects.none())
-    rows = [(run, _destination_counts(run.trajectories.all()), by_run.get(run.pk, empty)) for run in runs]
-    unattached = Trajectory.objects.filter(run__isnull=True)
+    ECDM (stages that add up to the failures, salvage yield); the failure counts come from beat's
+    snapshot when there is a recent one (ledger_snapshot.py)."""
+    runs_page = Paginator(CollectionRun.objects.order_by("-created_at", "-pk"), RUNS_PER_PAGE).get_page(
+        request.GET.get("page"))
+    runs = list(runs_page.object_list)
+    destinations = _destinations_by_run([run.pk for run in runs])
+    nothing = [(label, 0) for _, label in DESTINATION_LABELS]
+    overview = ledger_overview([run.pk for run in runs])
+    empty = empty_ledger()
+    rows = []
+    for run in runs:
+        run.n = sum(n for _, n in destinations.get(run.pk, nothing))
+        rows.append((run, destinations.get(run.pk, nothing), overview["by_run"].get(run.pk, empty)))
+    unattached = destinations.get(None, nothing)
     return render(request, "flywheel/ledger.html", {
         "rows": rows, "labels": [label for _, label in DESTINATION_LABELS],
-        "unattached": _destination_counts(unattached), "unattached_total": unattached.count(),
-        "unattached_failures": failure_ledger(unattached), "overall": failure_ledger(Trajectory.objects.all())})
+        "unattached": unattached, "unattached_total": sum(n for _, n in unattached),
+        "unattached_failures": overview["outside_runs"], "overall": overview["overall"],
+        "as_of": overview["as_of"], "runs_page": runs_page})
+
+
+def _with_paths(trajectory_ids):
+    """The listed trajectories with their failure's path: worked out for a page of rows (a subquery
+    per row), not for the whole run; and only the columns the table shows, not the query's specs."""
+    return list(with_failure_path(Trajectory.objects.filter(pk__in=trajectory_ids))
+                .select_related("query", "device").order_by("pk")
+                .only("status", "stop_reason", "verdict", "destination", "line", "query__text", "device__serial",
+                      "device__adb_server"))
 
 
 @role_required(MANAGER)
@@ -39,14 +69,14 @@ def ledger_run(request, run_id=None):
     run = get_object_or_404(CollectionRun, pk=run_id) if run_id else None
     trajectories = (Trajectory.objects.filter(run=run) if run else Trajectory.objects.filter(run__isnull=True))
     failures = failure_ledger(trajectories)
-    listed = with_failure_path(trajectories)
+    listed = trajectories
     destination, stage = request.GET.get("destination"), request.GET.get("stage")
     if destination is not None:
         listed = listed.filter(destination=destination)
     if stage in STAGE_LABELS:
-        listed = listed.filter(verdict__in=FAILED).exclude(line=Line.ECDM).filter(ecdm_stage=stage)
-    page = Paginator(listed.select_related("query", "device").order_by("pk"), 100).get_page(
-        request.GET.get("page"))
+        listed = filter_stage(listed, stage)
+    page = Paginator(listed.order_by("pk").only("pk"), TRAJECTORIES_PER_PAGE).get_page(request.GET.get("page"))
+    page.object_list = _with_paths([trajectory.pk for trajectory in page.object_list])
     for trajectory in page.object_list:
         failed = trajectory.verdict in FAILED and trajectory.line != Line.ECDM
         trajectory.stage_label = STAGE_LABELS.get(trajectory.ecdm_stage, "") if failed else ""
@@ -57,17 +87,25 @@ def ledger_run(request, run_id=None):
 
 @role_required(MANAGER)
 def pools(request):
-    cpt_by_app = (CptEntry.objects.values("step__foreground_package")
-                  .annotate(n=Count("id")).order_by("-n")[:15])
+    """The three pools: sizes, composition and what entered per day. The CPT and SFT figures come
+    from their tallies (flywheel/tallies.py): exact, without counting a million rows per request."""
+    cpt_by_app = sorted(((key, n) for key, n, _, _ in tallies.read(tallies.CPT, by=("key",))),
+                        key=lambda row: (-row[1], row[0]))
+    sft_by_intake, sft_by_line = Counter(), Counter()
+    for key, n, _, _ in tallies.read(tallies.SFT, by=("key",)):
+        intake, line = key.split("|")
+        sft_by_intake[intake] += n
+        sft_by_line[line] += n
     history = {}
-    for model, name in ((CptEntry, "cpt"), (SftEntry, "sft")):
-        for row in model.objects.annotate(day=TruncDate("created_at")).values("day").annotate(n=Count("id")):
-            history.setdefault(row["day"], {"cpt": 0, "sft": 0})[name] = row["n"]
+    for source in (tallies.CPT, tallies.SFT):
+        for day, n, _, _ in tallies.read(source, by=("day",)):
+            history.setdefault(day, {"cpt": 0, "sft": 0})[source.name] = n
     return render(request, "flywheel/pools.html", {
-        "cpt_total": CptEntry.objects.count(), "cpt_by_app": cpt_by_app,
-        "sft_total": SftEntry.objects.count(),
-        "sft_by_intake": SftEntry.objects.values("intake").annotate(n=Count("id")).order_by("intake"),
-        "sft_by_line": SftEntry.objects.values("trajectory__line").annotate(n=Count("id")).order_by("-n"),
+        "cpt_total": sum(n for _, n in cpt_by_app),
+        "cpt_by_app": [{"step__foreground_package": key, "n": n} for key, n in cpt_by_app[:15]],
+        "sft_total": sum(sft_by_intake.values()),
+        "sft_by_intake": [{"intake": intake, "n": n} for intake, n in sorted(sft_by_intake.items())],
+        "sft_by_line": [{"trajectory__line": line, "n": n} for line, n in sft_by_line.most_common()],
         "rl_by_state": RlQueryEntry.objects.values("state").annotate(n=Count("id")).order_by("state"),
         "rl_by_channel": RlQueryEntry.objects.values("channel").annotate(
             n=Count("id"), live=Count("id", filter=Q(state__in=["banked", "active"]))).order_by("channel"),

@@ -9,7 +9,8 @@ work runs in; `exercised_at` records when a leaf was first exercised, set as tra
 import logging
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from flywheel.models import App, FunctionNode, Outcome, QueryFunction, Trajectory
@@ -21,13 +22,16 @@ SUCCESSFUL = Q(verdict=Outcome.TRUE)
 
 def _exercised_functions(app=None) -> set[int]:
     """Ids of the nodes whose function a successful trajectory did (a reuse node stands for its canonical)."""
-    links = QueryFunction.objects.filter(query__in=Trajectory.objects.filter(SUCCESSFUL).values("query_id"))
+    # Per node, the first of its queries with a successful trajectory (LIMIT 1 over the (query,
+    # verdict) index): a few thousand nodes, each done at its first hit, instead of joining every
+    # successful trajectory.
+    succeeded = Trajectory.objects.filter(SUCCESSFUL, query_id=OuterRef("query_id"))
+    first_hit = (QueryFunction.objects.filter(function_id=OuterRef("pk")).filter(Exists(succeeded))
+                 .order_by().values("pk")[:1])
+    nodes = FunctionNode.objects.annotate(hit=Subquery(first_hit)).filter(hit__isnull=False)
     if app is not None:
-        links = links.filter(function__app=app)
-    found = set()
-    for function_id, reuse_of_id in links.values_list("function_id", "function__reuse_of_id").distinct():
-        found.add(reuse_of_id or function_id)
-    return found
+        nodes = nodes.filter(app=app)
+    return set(nodes.order_by().values_list(Coalesce("reuse_of_id", "pk"), flat=True))
 
 
 def _ratio(exercised, total):
@@ -41,11 +45,11 @@ def coverage(app=None) -> dict:
     return {"leaves": len(leaf_ids), "exercised": exercised, "ratio": _ratio(exercised, len(leaf_ids))}
 
 
-def coverage_by_app() -> list[dict]:
+def coverage_by_app(exercised_ids: set[int] | None = None) -> list[dict]:
     """One row per app that has leaves: {"app", "leaves", "exercised", "ratio"}, by package."""
-    exercised_ids = _exercised_functions()
+    exercised_ids = _exercised_functions() if exercised_ids is None else exercised_ids
     per_app = {}
-    for pk, app_id in leaves().values_list("pk", "app_id"):
+    for pk, app_id in leaves().order_by().values_list("pk", "app_id"):
         row = per_app.setdefault(app_id, [0, 0])
         row[0] += 1
         row[1] += pk in exercised_ids
@@ -53,6 +57,14 @@ def coverage_by_app() -> list[dict]:
     rows = [{"app": apps[app_id], "leaves": n, "exercised": done, "ratio": _ratio(done, n)}
             for app_id, (n, done) in per_app.items()]
     return sorted(rows, key=lambda row: row["app"].package)
+
+
+def coverage_overview() -> dict:
+    """{"overall": coverage(), "by_app": coverage_by_app()}, reading the successful trajectories once."""
+    by_app = coverage_by_app(_exercised_functions())
+    leaves_total, exercised = sum(row["leaves"] for row in by_app), sum(row["exercised"] for row in by_app)
+    return {"overall": {"leaves": leaves_total, "exercised": exercised, "ratio": _ratio(exercised, leaves_total)},
+            "by_app": by_app}
 
 
 def mark_exercised(query_id, when=None) -> int:
