@@ -10,6 +10,7 @@ ran with its audit.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -88,11 +89,19 @@ def record_observation(trajectory: Trajectory, index: int, observation: Observat
     observed it first.
     """
     fields = observation_fields(observation, anomaly)
-    if replace:
+    step = _insert_step(trajectory, index, fields)  # a new index, nearly always
+    if step is None and replace:
         step, _ = Step.objects.update_or_create(trajectory=trajectory, index=index, defaults=fields)
-        return step
+    return step
+
+
+def _insert_step(trajectory: Trajectory, index: int, fields: dict) -> Step | None:
+    """One INSERT; None when the index exists already. Inside a caller's transaction it takes a
+    savepoint to survive the IntegrityError; in autocommit (a worker) the INSERT is a transaction
+    of its own, without a BEGIN and a COMMIT sent around it."""
+    guard = transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
     try:
-        with transaction.atomic():
+        with guard:
             return Step.objects.create(trajectory=trajectory, index=index, **fields)
     except IntegrityError:
         return None
@@ -104,13 +113,20 @@ def executed_steps(trajectory: Trajectory) -> list[Step]:
     return list(trajectory.steps.filter(executed_action__isnull=False).order_by("index"))
 
 
+def history_steps(trajectory: Trajectory) -> list[Step]:
+    """The executed steps with what the protocol shows of them. Not their model I/O: read at every
+    step, each earlier step's request and reply made the reads grow with the square of the length."""
+    return list(trajectory.steps.filter(executed_action__isnull=False).order_by("index")
+                .only("trajectory", "index", "cot", "executed_action", "edit", "screenshot"))
+
+
 def policy_state(trajectory: Trajectory, observation: Observation, k: int = 5) -> PolicyState:
     """The protocol's input (§3.1.2): all earlier text, the last K screenshots (the current one last).
 
     Only the schema-guided line (§2.3.4) shows the policy the query's known path; every other line
     gives the goal alone, so its success rate measures the policy, not the path.
     """
-    done = executed_steps(trajectory)
+    done = history_steps(trajectory)
     history = [HistoryEntry(cot=step.cot or {}, action=step.executed_action,
                             reply=str((step.edit or {}).get("clarify_answer") or ""))
                for step in done]
@@ -120,7 +136,7 @@ def policy_state(trajectory: Trajectory, observation: Observation, k: int = 5) -
                        hierarchy_xml=observation.hierarchy_xml,
                        screen_size=(observation.width, observation.height),
                        foreground=observation.foreground, known_path=query.known_path if trajectory.line == Line.SCHEMA else None,
-                       apps=query.app_packages)
+                       apps=trajectory.query_apps)
 
 
 def propose(step: Step, observation: Observation, policy, k: int = 5) -> Proposal:
@@ -210,10 +226,12 @@ def execute(step: Step, action: dict, executor: ActionExecutor, *, cot: dict | N
     if step_started is not None:
         step.timings["step_ms"] = _ms(step_started)
     with transaction.atomic():
-        step.save()
+        # Only what this stage changed: the proposal's model I/O is not sent and stored again.
+        step.save(update_fields=["audit", "timings", "executed_action", "cot", "edit"])
         if not rejection:  # the CPT pool is fed per step, after rule-based cleaning (§2.4.3)
-            CptEntry.objects.get_or_create(step=step, defaults={
-                "screenshot": step.screenshot.name, "action": result.action, "phash": phash})
+            # One INSERT … ON CONFLICT DO NOTHING: a step executed again keeps its first sample.
+            CptEntry.objects.bulk_create([CptEntry(step=step, screenshot=step.screenshot.name, action=result.action,
+                                                   phash=phash)], ignore_conflicts=True)
             publish("pools", throttle_s=1.0, pool="cpt")
         if result.control and result.control.get("kind") == "take_notes":
             remember(step.trajectory, result.control["text"])

@@ -45,24 +45,34 @@ def is_blank(png: bytes) -> bool:
     return _flat(_small_gray(png))
 
 
+def frame_facts(png: bytes) -> tuple[str, bool]:
+    """(perceptual hash, blank?) of a frame: all the image work of the cleaning, one decode.
+    Raises OSError when the bytes are no image."""
+    small = _small_gray(png)
+    return str(imagehash.phash(small, hash_size=HASH_SIZE)), _flat(small)
+
+
 def cpt_rejection(png: bytes | None, action: dict | None, screen_size: tuple[int, int],
-                  previous_hash: str = "") -> tuple[str, str]:
-    """(reason it is rejected or '', its perceptual hash)."""
+                  previous_hash: str = "", facts=frame_facts) -> tuple[str, str]:
+    """(reason it is rejected or '', its perceptual hash). `facts` gives frame_facts(png): a
+    caller that knows the frame by the hash of its bytes may give ones it computed before."""
     if not png:
         return "no screenshot", ""
     if not action or action.get("action") in (None, "wait"):
         return "no screen action to learn", ""
+    checked = {k: v for k, v in action.items() if k not in RESOLVED_FIELDS}
+    if checked.get("action") == "swipe" and checked.get("start") is not None:
+        checked.pop("direction", None)  # an executed directional swipe: the executor resolved its ends
     try:
-        normalize_action({k: v for k, v in action.items() if k not in RESOLVED_FIELDS}, *screen_size)
+        normalize_action(checked, *screen_size)
     except ActionError as error:
         return f"malformed action: {error}", ""
     try:
-        small = _small_gray(png)
-        phash = str(imagehash.phash(small, hash_size=HASH_SIZE))
-        if _flat(small):
-            return "blank frame", phash
+        phash, blank = facts(png)
     except OSError:
         return "unreadable screenshot", ""
+    if blank:
+        return "blank frame", phash
     if previous_hash and hash_distance(phash, previous_hash) <= DUPLICATE_DISTANCE:
         return "duplicate of the previous frame", phash
     return "", phash

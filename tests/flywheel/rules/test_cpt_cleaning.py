@@ -46,3 +46,14 @@ def test_perceptual_hash_ignores_encoding_but_not_content():
 def test_an_executed_open_keeps_the_package_it_resolved_to_and_is_still_a_sample():
     executed = {"action": "open", "app": "Settings", "package": "com.android.settings"}
     assert cpt_rejection(frame(), executed, (270, 600))[0] == ""
+
+
+def test_an_executed_directional_swipe_is_still_a_sample():
+    """The executor resolves a direction into start and end and keeps the direction beside them."""
+    from devices.actions import normalize_action
+
+    executed = normalize_action({"action": "swipe", "direction": "up"}, 270, 600)
+    assert executed["start"] and executed["direction"] == "up"
+    assert cpt_rejection(frame(), executed, (270, 600))[0] == ""
+    bad = {"action": "swipe", "start": [10, 10], "direction": "sideways"}
+    assert cpt_rejection(frame(), {**bad, "start": None}, (270, 600))[0].startswith("malformed action")
