@@ -156,7 +156,7 @@ def start_server():
     port = free_port()
     log = open(Path(VAR) / "web.log", "wb")
     process = subprocess.Popen([str(BIN / "uvicorn"), "config.asgi:application", "--host", "127.0.0.1",
-                                "--port", str(port)], cwd=ROOT, env=dict(os.environ), stdout=log,
+                                "--port", str(port), "--ws-per-message-deflate", "false"], cwd=ROOT, env=dict(os.environ), stdout=log,
                                stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

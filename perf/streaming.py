@@ -3,7 +3,8 @@ the virtual farm over ADB, and websocket clients that ack frames the way static/
 
     .venv/bin/python perf/streaming.py [--seconds 5] [--inputs 8] [--codecs jpeg,h264]
 
-Starts what it needs: `python -m simfarm --devices 16` on a free port, a throwaway SQLite database
+Starts what it needs: 16 virtual phones in 2 farm processes (`python -m simfarm --devices 8`, each its
+own ADB server, as two phone hosts; BENCH_PHONES, BENCH_FARM_PROCESSES), a throwaway SQLite database
 (FLYWHEEL_VAR_DIR = a temp dir; migrated; one admin who holds every phone's lease), uvicorn serving
 config.asgi (REDIS_URL, default redis://127.0.0.1:6379/0), then logs in over HTTP and opens one
 screen socket per phone. Each viewer says which codecs it decodes: `jpeg` (what a browser without
@@ -49,6 +50,7 @@ os.environ.update(FLYWHEEL_VAR_DIR=VAR_DIR, FLYWHEEL_KEY_PREFIX=f"bench{os.getpi
 os.environ.pop("DATABASE_URL", None)  # always the throwaway SQLite file in VAR_DIR
 PYTHON = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv").exists() else sys.executable
 PHONES = int(os.environ.get("BENCH_PHONES", "16"))
+FARM_PROCESSES = int(os.environ.get("BENCH_FARM_PROCESSES", str(max(1, -(-PHONES // 8)))))
 PASSWORD = "bench-password-123"
 VIEW = {"width": 360, "height": 800}
 
@@ -70,27 +72,38 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_farm(log):
-    """The farm the README names; polled until its 16 phones answer (it may still be loading)."""
+def start_farms(log):
+    """PHONES phones in FARM_PROCESSES farms (ADB servers: phone hosts, as a farm of this size is
+    deployed; one Python process renders and encodes on one core at most); polled until they answer."""
     import adbutils
 
-    port = free_port()
-    process = subprocess.Popen([PYTHON, "-m", "simfarm", "--devices", str(PHONES), "--port", str(port)],
-                               cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    farms = []
+    for number in range(FARM_PROCESSES):
+        phones = PHONES // FARM_PROCESSES + (1 if number < PHONES % FARM_PROCESSES else 0)
+        port = free_port()
+        process = subprocess.Popen([PYTHON, "-m", "simfarm", "--devices", str(phones), "--port", str(port)],
+                                   cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        farms.append((process, f"127.0.0.1:{port}", phones))
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    waiting = list(farms)
+    while waiting and time.monotonic() < deadline:
+        process, address, phones = waiting[0]
         if process.poll() is not None:
-            raise SystemExit(f"the farm exited with {process.returncode}; see {log.name}")
+            raise SystemExit(f"a farm exited with {process.returncode}; see {log.name}")
         try:
-            if len(adbutils.AdbClient(host="127.0.0.1", port=port, socket_timeout=2).list()) == PHONES:
-                return process, f"127.0.0.1:{port}"
+            host, port = address.split(":")
+            if len(adbutils.AdbClient(host=host, port=int(port), socket_timeout=2).list()) == phones:
+                waiting.pop(0)
+                continue
         except (adbutils.AdbError, OSError):
             pass
         time.sleep(0.5)
-    raise SystemExit("the farm did not answer in 120 s")
+    if waiting:
+        raise SystemExit("the farms did not answer in 120 s")
+    return [(process, address) for process, address, _ in farms]
 
 
-def prepare_database(address):
+def prepare_database(addresses):
     """Migrate, discover the phones, create an admin who holds every phone's console lease."""
     import django
 
@@ -103,10 +116,11 @@ def prepare_database(address):
     from devices.streaming import control
 
     call_command("migrate", verbosity=0)
-    discover_devices([address])
+    discover_devices(addresses)
     admin = User.objects.create_user("bench-admin", password=PASSWORD)
     admin.groups.add(Group.objects.get_or_create(name="admin")[0])
-    devices = list(Device.objects.filter(adb_server=address).order_by("serial"))
+    # Interleaved over the farms: the 4 phones measured first are on different hosts too.
+    devices = list(Device.objects.filter(adb_server__in=addresses).order_by("serial", "adb_server"))
     for device in devices:
         control.take_control(device, admin)
     return devices
@@ -141,7 +155,7 @@ def start_web(port, log):
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="bench_settings",
                PYTHONPATH=os.pathsep.join([VAR_DIR, str(ROOT)]))
     process = subprocess.Popen([str(Path(PYTHON).parent / "uvicorn"), "config.asgi:application",
-                                "--host", "127.0.0.1", "--port", str(port), "--log-level", os.environ.get("BENCH_WEB_LOG_LEVEL", "warning")],
+                                "--host", "127.0.0.1", "--port", str(port), "--ws-per-message-deflate", "false", "--log-level", os.environ.get("BENCH_WEB_LOG_LEVEL", "warning")],
                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -244,10 +258,14 @@ class Viewer:
             await asyncio.sleep(0.3)
 
 
+CHANGES_PER_S = float(os.environ.get("BENCH_CHANGES_PER_S", "60"))
+
+
 def change_screens(device, icon, stop, made):
-    """Keep a phone's screen changing: type into Chatter's search box, then delete, over and over.
-    Each keystroke is a new picture; after the first round the farm serves them from its render
-    cache, so this measures the console's pipeline more than the farm's renderer."""
+    """Keep a phone's screen changing: type into Chatter's search box, then delete, over and over,
+    at most CHANGES_PER_S keystrokes a second (a 60 Hz display shows no more; unpaced, the bench's
+    own commands would take the farm's CPU from its encoders). Each keystroke is a new picture; the
+    farm repaints only the field, and serves screens it saw before from its cache."""
     from devices.phone import PhoneConnection
     from devices.uitree import all_nodes, parse_hierarchy
 
@@ -264,13 +282,13 @@ def change_screens(device, icon, stop, made):
     phone.shell("input tap {} {}".format(*icon))
     tap(lambda node: node.resource_id.endswith("action_search"))
     tap(lambda node: node.resource_id.endswith("message_search"))
+    next_at = time.monotonic()
     while not stop.is_set():
-        for letter in "abcdefgh":
-            phone.shell(f"input text {letter}")
+        for command in [f"input text {letter}" for letter in "abcdefgh"] + ["input keyevent 67"] * 8:
+            time.sleep(max(0.0, next_at - time.monotonic()))
+            phone.shell(command)
             made.append(time.monotonic())
-        for _ in range(8):
-            phone.shell("input keyevent 67")
-            made.append(time.monotonic())
+            next_at = max(next_at + 1 / CHANGES_PER_S, time.monotonic() - 1 / CHANGES_PER_S)
     phone.shell("input keyevent 3")
 
 
@@ -278,7 +296,7 @@ async def measure(count, devices, icons, base, cookie, seconds, inputs, pids, co
     origin = base
     url = base.replace("http", "ws")
     stop = asyncio.Event()
-    viewers = [Viewer(device, icons[device.serial], codecs) for device in devices[:count]]
+    viewers = [Viewer(device, icons[device.pk], codecs) for device in devices[:count]]
     tasks = [asyncio.create_task(v.run(f"{url}/ws/devices/{v.device.pk}/screen/", cookie, origin, stop))
              for v in viewers]
     await asyncio.sleep(1.5)  # warm up: capture loops started, first pictures encoded
@@ -286,11 +304,12 @@ async def measure(count, devices, icons, base, cookie, seconds, inputs, pids, co
     def reset_counts():
         for viewer in viewers:
             viewer.frames, viewer.pixels, viewer.latencies, viewer.pixel_latencies = 0, 0, [], []
-        return time.monotonic(), {name: cpu_seconds(pid) for name, pid in pids.items()}
+        return time.monotonic(), {name: sum(map(cpu_seconds, group)) for name, group in pids.items()}
 
     def cpu_since(began, before):
         elapsed = time.monotonic() - began
-        return elapsed, {name: (cpu_seconds(pid) - before[name]) / elapsed for name, pid in pids.items()}
+        return elapsed, {name: (sum(map(cpu_seconds, group)) - before[name]) / elapsed
+                         for name, group in pids.items()}
 
     # 1. still screens: only "unchanged" notes flow (a few a second), no pixels
     began, before = reset_counts()
@@ -374,25 +393,25 @@ def run(seconds=5.0, inputs=8, codecs=("h264", "jpeg"), counts=(1, 4, 16)):
     """{codec: {phones: figures}} measured on a farm of PHONES phones started here."""
     logs = Path(VAR_DIR)
     farm_log, web_log = open(logs / "farm.log", "wb"), open(logs / "web.log", "wb")
-    farm, address = start_farm(farm_log)
+    farms = start_farms(farm_log)
     web = None
     results = {}
     try:
-        devices = prepare_database(address)
-        icons = {device.serial: app_icon_center(device, "Chatter") for device in devices}
+        devices = prepare_database([address for _, address in farms])
+        icons = {device.pk: app_icon_center(device, "Chatter") for device in devices}
         port = free_port()
         web = start_web(port, web_log)
         base = f"http://127.0.0.1:{port}"
         cookie = login(base)
-        print(f"streaming bench: {len(devices)} virtual phones, STREAM_SOURCE {os.environ.get('STREAM_SOURCE', 'auto')}, "
+        print(f"streaming bench: {len(devices)} virtual phones in {len(farms)} farm process(es), STREAM_SOURCE {os.environ.get('STREAM_SOURCE', 'auto')}, "
               f"view {VIEW['width']}x{VIEW['height']}, {os.cpu_count()} CPU(s), var {VAR_DIR}")
-        pids = {"farm": farm.pid, "web": web.pid, "perf": os.getpid()}
+        pids = {"farm": [process.pid for process, _ in farms], "web": [web.pid], "perf": [os.getpid()]}
         for codec in codecs:
             wanted = [codec] if codec == "jpeg" else [codec, "jpeg"]
             results[codec] = {count: asyncio.run(measure(count, devices, icons, base, cookie, seconds, inputs,
                                                          pids, wanted)) for count in counts}
     finally:
-        for process in (web, farm):
+        for process in [web, *(process for process, _ in farms)]:
             if process is not None:
                 process.terminate()
                 try:

@@ -18,11 +18,13 @@ from fractions import Fraction
 
 from PIL import Image
 
-from simfarm.render import render_image
+from simfarm.render import PAINTERS, Canvas, render_image
 
 JPEG_CACHE_ENTRIES = 48    # per phone: (screen, size, quality) -> JPEG bytes (~40 KB each at 360x800)
 IMAGE_CACHE_ENTRIES = 24   # per phone: (screen, size) -> scaled RGB image, for the H.264 encoder
 BLACK = ("black",)         # the signature of a sleeping screen
+OVERFLOW = 16              # pixels a node's drawing may stray outside its box (glyph overhangs)
+REDRAW_AT_MOST = 0.8       # a change covering more of the screen than this is drawn whole
 
 
 class ScreenEncoder:
@@ -33,8 +35,9 @@ class ScreenEncoder:
         self._lock = threading.Lock()
         self._jpegs: OrderedDict = OrderedDict()
         self._images: OrderedDict = OrderedDict()
-        self._full: tuple | None = None  # (signature, full-size image) of the last screen rendered
-        self.renders = 0
+        self._full: tuple | None = None  # (signature, flat signature, full-size image) of the last render
+        self._scaled_last: dict = {}     # size -> (signature, scaled image) of the last scaling
+        self.renders = self.partial_renders = 0
 
     @staticmethod
     def for_phone(phone) -> ScreenEncoder:
@@ -48,7 +51,7 @@ class ScreenEncoder:
         return metrics.width, metrics.height
 
     def _screen(self):
-        """(version, signature, root or None) of what the display shows now."""
+        """(version, signature, (root, flat signature) or None) of what the display shows now."""
         phone = self.phone
         with phone.lock:
             version = phone.engine.version
@@ -57,28 +60,58 @@ class ScreenEncoder:
             root = phone.engine.screen()
             flat = []
             root.signature(flat)
-            return version, hash(tuple(flat)), root
+            return version, hash(tuple(flat)), (root, flat)
 
-    def _scaled(self, signature, root, size) -> Image.Image:
+    def _render(self, signature, screen) -> tuple[Image.Image, tuple | None, object]:
+        """The full-size picture, the rectangle that differs from the picture drawn before it (None:
+        all of it) and that picture's signature. A small change (a typed letter, the clock)
+        repaints only the nodes over it."""
+        if self._full is not None and self._full[0] == signature:
+            return self._full[2], (0, 0, 0, 0), signature
+        base = self._full[0] if self._full is not None else None
+        if screen is None:
+            self._full = None
+            return Image.new("RGB", self.display_size(), (0, 0, 0)), None, base
+        root, flat = screen
+        dirty = _changed_box(self._full[1], flat) if self._full is not None else None
+        full_size = (root.bounds[2], root.bounds[3])
+        if dirty is None or self._full[2].size != full_size or \
+                _area(dirty) > REDRAW_AT_MOST * full_size[0] * full_size[1]:
+            image, dirty = render_image(root), None
+            self.renders += 1
+        else:
+            canvas = Canvas(*full_size)
+            _paint_over(canvas, root, dirty)
+            image = self._full[2]  # painted over in place: only `_full` holds the full-size picture
+            image.paste(canvas.image.crop(dirty), dirty[:2])
+            self.partial_renders += 1
+        self._full = (signature, flat, image)
+        return image, dirty, base
+
+    def _scaled(self, signature, screen, size) -> Image.Image:
         key = (signature, size)
         image = self._images.get(key)
         if image is not None:
             self._images.move_to_end(key)
             return image
-        if self._full is not None and self._full[0] == signature:
-            full = self._full[1]
-        elif root is None:
-            full = Image.new("RGB", self.display_size(), (0, 0, 0))
+        last = self._scaled_last.get(size)
+        full, dirty, base = self._render(signature, screen)
+        factor = max(1, min(full.width // size[0], full.height // size[1]))
+        exact = (full.width // factor, full.height // factor) == size and full.width % factor == 0 \
+            and full.height % factor == 0
+        if dirty is not None and exact and last is not None and last[0] == base:
+            # Only the changed rectangle (aligned to the reduction) is scaled again.
+            left, top = dirty[0] // factor * factor, dirty[1] // factor * factor
+            right = min(full.width, -(-dirty[2] // factor) * factor)
+            bottom = min(full.height, -(-dirty[3] // factor) * factor)
+            image = last[1].copy()
+            if right > left and bottom > top:
+                image.paste(full.crop((left, top, right, bottom)).reduce(factor), (left // factor, top // factor))
         else:
-            full = render_image(root)
-            self.renders += 1
-            self._full = (signature, full)
-        image = full
-        if size != full.size:
-            factor = min(full.width // size[0], full.height // size[1])
-            if factor >= 2:
-                image = image.reduce(factor)
-            image = image.resize(size, Image.BILINEAR)
+            image = full.reduce(factor) if factor >= 2 else full.copy()  # `full` is painted over later
+            if image.size != size:
+                image = image.resize(size, Image.BILINEAR)
+        self._scaled_last[size] = (signature, image)
         self._images[key] = image
         while len(self._images) > IMAGE_CACHE_ENTRIES:
             self._images.popitem(last=False)
@@ -86,13 +119,13 @@ class ScreenEncoder:
 
     def image(self, size: tuple[int, int]) -> tuple[int, Image.Image]:
         """(version, the screen scaled to `size`)."""
-        version, signature, root = self._screen()
+        version, signature, screen = self._screen()
         with self._lock:
-            return version, self._scaled(signature, root, size)
+            return version, self._scaled(signature, screen, size)
 
     def jpeg(self, size: tuple[int, int], quality: int = 80) -> tuple[int, bytes]:
         """(version, JPEG of the screen scaled to `size`)."""
-        version, signature, root = self._screen()
+        version, signature, screen = self._screen()
         key = (signature, size, quality)
         with self._lock:
             data = self._jpegs.get(key)
@@ -100,13 +133,46 @@ class ScreenEncoder:
                 from io import BytesIO
 
                 buffer = BytesIO()
-                self._scaled(signature, root, size).save(buffer, "JPEG", quality=quality)
+                self._scaled(signature, screen, size).save(buffer, "JPEG", quality=quality)
                 data = self._jpegs[key] = buffer.getvalue()
                 while len(self._jpegs) > JPEG_CACHE_ENTRIES:
                     self._jpegs.popitem(last=False)
             else:
                 self._jpegs.move_to_end(key)
         return version, data
+
+
+def _area(box) -> int:
+    return max(0, box[2] - box[0]) * max(0, box[3] - box[1])
+
+
+def _changed_box(old_flat, new_flat):
+    """The rectangle covering every node drawn differently (by its drawn box, with room for
+    overhangs), or None when that cannot be told (a scrim darkens everything)."""
+    old, new = set(old_flat), set(new_flat)
+    changed = old ^ new
+    if not changed:
+        return (0, 0, 0, 0)
+    boxes = []
+    for entry in changed:
+        draw, box = entry[0], entry[1]
+        if draw == "scrim" or not box:
+            return None
+        boxes.append(box)
+    return (max(0, min(b[0] for b in boxes) - OVERFLOW), max(0, min(b[1] for b in boxes) - OVERFLOW),
+            max(b[2] for b in boxes) + OVERFLOW, max(b[3] for b in boxes) + OVERFLOW)
+
+
+def _paint_over(canvas, node, dirty):
+    """Paint, in order, the nodes whose drawing may reach into `dirty` (a scrim always does)."""
+    painter = PAINTERS.get(node.draw)
+    if painter is not None:
+        box = node.box
+        if node.draw == "scrim" or (box[0] - OVERFLOW < dirty[2] and box[2] + OVERFLOW > dirty[0]
+                                    and box[1] - OVERFLOW < dirty[3] and box[3] + OVERFLOW > dirty[1]):
+            painter(canvas, node)
+    for child in node.children:
+        _paint_over(canvas, child, dirty)
 
 
 def scaled_size(display: tuple[int, int], max_size: int, multiple: int = 1) -> tuple[int, int]:

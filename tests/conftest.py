@@ -121,7 +121,8 @@ def asgi_server(transactional_db, tmp_path):
     log = open(tmp_path / "web.log", "wb")
     process = subprocess.Popen(
         [str(BIN / "uvicorn"), "config.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port)], cwd=ROOT, env=process_env(), stdout=log, stderr=subprocess.STDOUT)
+         "--port", str(port), "--ws-per-message-deflate", "false"],  # as scripts/up.py starts it
+        cwd=ROOT, env=process_env(), stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_port(port, process)
     except Exception:
