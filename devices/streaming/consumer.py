@@ -129,6 +129,7 @@ class ScreenConsumer(RoleWebsocketConsumer):
         self.slow_link = False  # set once this viewer could not keep up with H.264: JPEG from then on
         self.sent: OrderedDict[int, SentFrame] = OrderedDict()
         self.marks: list[tuple] = []  # (input id, executed at, input received at) awaiting a new frame
+        self.fallbacks: list[float] = []  # when this viewer last moved to another source
         self.prefetch = None
         self.phone = PhoneConnection.for_device(self.device)
         self.view_times = deque(maxlen=VIEW_MESSAGES_PER_SECOND)
@@ -239,7 +240,7 @@ class ScreenConsumer(RoleWebsocketConsumer):
             return
         log.info("screen of %s for %s: %s", self.device, self.user, reason)
         now = time.monotonic()
-        self.fallbacks = [moment for moment in getattr(self, "fallbacks", []) if now - moment < 10] + [now]
+        self.fallbacks = [moment for moment in self.fallbacks if now - moment < 10] + [now]
         if len(self.fallbacks) > MAX_FALLBACKS:  # every source fails at once: say so, do not spin
             sender.feed.remove_viewer(self)
             self.sender = None

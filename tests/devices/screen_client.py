@@ -1,4 +1,5 @@
 """Helpers for tests that open a phone's screen socket in-process (Channels' communicator)."""
+import asyncio
 import json
 
 from channels.db import database_sync_to_async  # closes the DB connections it opens
@@ -38,9 +39,13 @@ async def receive(communicator, timeout=10):
     return ("json", json.loads(output["text"]))
 
 
-async def receive_json(communicator, kind, timeout=10):
-    """Skip frames until a JSON message of type `kind` arrives (acking frames so more come)."""
+async def receive_json(communicator, kind, timeout=10, within=60):
+    """Skip frames until a JSON message of type `kind` arrives (acking frames so more come); fail,
+    rather than wait forever, when it has not come `within` seconds while other messages flow."""
+    deadline = asyncio.get_running_loop().time() + within
     while True:
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"no {kind!r} message within {within} s")
         message = await receive(communicator, timeout)
         if message[0] == "json" and message[1]["type"] == kind:
             return message[1]
@@ -48,9 +53,12 @@ async def receive_json(communicator, kind, timeout=10):
             await communicator.send_json_to({"type": "ack", "seq": message[1]["seq"]})
 
 
-async def receive_frame(communicator, timeout=10, with_pixels=True, ack=True):
+async def receive_frame(communicator, timeout=10, with_pixels=True, ack=True, within=60):
     """The next frame (skipping JSON); acks it unless told not to."""
+    deadline = asyncio.get_running_loop().time() + within
     while True:
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"no frame{' with pixels' if with_pixels else ''} within {within} s")
         message = await receive(communicator, timeout)
         if message[0] == "frame":
             if ack:
