@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up test install install-training clean-venv flywheel-demo
+.PHONY: up central phone-host worker test install install-training clean-venv flywheel-demo
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,16 @@ install: $(STAMP)
 
 up: $(STAMP)
 	$(PY) scripts/up.py
+
+# The deploy roles, one per machine (README, Deploy); configured by the environment only.
+central: $(STAMP)
+	$(PY) scripts/up.py central
+
+phone-host: $(STAMP)
+	$(PY) scripts/up.py phone-host
+
+worker: $(STAMP)
+	$(PY) scripts/up.py worker
 
 test: $(STAMP) $(TRAINING_STAMP)
 	$(PY) scripts/run_tests.py $(ARGS)

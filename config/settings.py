@@ -114,6 +114,13 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"})
     # Tests start real worker and web processes, so the test database must be a file they can open.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
+elif DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    # Across machines a link can go down: a connection whose sent data goes unacknowledged for 30 s
+    # fails instead of hanging for TCP's ~15 minutes, so a cut-off host notices and recovers when
+    # the link is back. (Settings in DATABASE_URL's query string, e.g. sslmode, take precedence.)
+    for option, value in {"connect_timeout": 10, "tcp_user_timeout": 30_000, "keepalives": 1,
+                          "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}.items():
+        DATABASES["default"].setdefault("OPTIONS", {}).setdefault(option, value)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -237,8 +244,17 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["accounts.roles.HasAnyRole"],
 }
 
-# Phones: every ADB server the console drives (the virtual farm by default).
-ADB_SERVERS = env_list("ADB_SERVERS", "127.0.0.1:15037")
+# Phones: every phone host this process reaches. An entry is `host:port` of an ADB server, or
+# `name=host:port`: `name` is how the console knows the phone host (its phones' adb_server, its
+# Celery queue) and host:port is where this process connects (the phone host's own ADB server; on a
+# central server, an SSH tunnel to it: an ADB server never listens beyond its host).
+ADB_ROUTES = {name.strip(): (address or name).strip()
+              for name, _, address in (entry.partition("=") for entry in env_list("ADB_SERVERS", "127.0.0.1:15037"))}
+ADB_SERVERS = list(ADB_ROUTES)
+# A phone host's worker says it is alive this often; silent for PHONE_HOST_STALE_S, its phones are
+# marked offline (and its work goes to the other hosts) until it speaks again.
+PHONE_HOST_HEARTBEAT_S = float(os.environ.get("PHONE_HOST_HEARTBEAT_S", "5"))
+PHONE_HOST_STALE_S = float(os.environ.get("PHONE_HOST_STALE_S", "30"))
 # An OpenAI-compatible model version (by name) that judges for HTSC Systems B and C; rules otherwise.
 JUDGE_MODEL_VERSION = os.environ.get("JUDGE_MODEL_VERSION", "")
 # The benchmark's VLM judges (§4.3): names of registered endpoint model versions, comma-separated;
@@ -260,12 +276,13 @@ GATE1_MIN_REALISM = float(os.environ.get("GATE1_MIN_REALISM", "0.5"))
 GATE3_MIN_SIMILARITY = float(os.environ.get("GATE3_MIN_SIMILARITY", "0.35"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", str(5 * 1024 * 1024)))
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # Django's default, said here so it is not forgotten
-# A collection worker that stops sending heartbeats loses its phones after this long.
-COLLECTION_LEASE_SECONDS = int(os.environ.get("COLLECTION_LEASE_SECONDS", "60"))
+# A collection worker that stops sending heartbeats loses its phones after this long (its work goes
+# to other phones then: a lost host is recovered from within about this long).
+COLLECTION_LEASE_SECONDS = int(os.environ.get("COLLECTION_LEASE_SECONDS", "30"))
 # One driving task per host works this long, then hands the rest of the run to a fresh task.
 COLLECTION_TASK_BUDGET_S = int(os.environ.get("COLLECTION_TASK_BUDGET_S", "1800"))
 # A run with open work, no live lease and no dispatch for this long is dispatched again (beat).
-COLLECTION_REDISPATCH_AFTER_S = int(os.environ.get("COLLECTION_REDISPATCH_AFTER_S", "120"))
+COLLECTION_REDISPATCH_AFTER_S = int(os.environ.get("COLLECTION_REDISPATCH_AFTER_S", "60"))
 # A GEM edge an Env_ERROR broke is left out of path queries this long, then re-checked on a phone
 # (flywheel/queries/gem_feedback.py); each failed re-check doubles the wait, up to a day.
 GEM_EDGE_COOLDOWN_S = int(os.environ.get("GEM_EDGE_COOLDOWN_S", "1800"))
@@ -309,6 +326,9 @@ TRAINING_ROLLOUT_TIMEOUT_S = float(os.environ.get("TRAINING_ROLLOUT_TIMEOUT_S", 
 ENV_SERVICE_TOKEN = os.environ.get("ENV_SERVICE_TOKEN", "")
 # How long a session's phone stays leased without a step (then it is interrupted and routed).
 ENV_SERVICE_LEASE_SECONDS = int(os.environ.get("ENV_SERVICE_LEASE_SECONDS", "300"))
+# Prometheus scrapes /metrics with `Authorization: Bearer <METRICS_TOKEN>` (flywheel/console/metrics.py);
+# empty: token access is off, and only signed-in admins and managers read it.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 
 LOGGING = {
     "version": 1,

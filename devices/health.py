@@ -84,9 +84,13 @@ def readmit(device):
     return check_device(device)
 
 
-def check_all():
+def check_all(address=None):
+    """Check every phone still in service (of one phone host, when `address` names it)."""
     summary = {"ok": 0, "failed": 0}
-    for device in Device.objects.exclude(status=Device.Status.OFFLINE):
+    devices = Device.objects.exclude(status=Device.Status.OFFLINE)
+    if address is not None:
+        devices = devices.filter(adb_server=address)
+    for device in devices:
         result = check_device(device)
         summary["ok" if result.health.get("ok") else "failed"] += 1
     return summary

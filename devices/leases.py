@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from devices.models import Device, Lease
@@ -20,6 +22,12 @@ LEASABLE = ("idle", "leased")
 KEEPALIVE_EVERY_S = 10.0   # at most; a third of the TTL when that is shorter
 
 log = logging.getLogger(__name__)
+
+
+def db_now_plus(ttl):
+    """The database's clock plus `ttl`, as an SQL expression. Leases are started, extended and expired
+    on the database's clock only: hosts whose clocks drift by minutes still agree on who is live."""
+    return ExpressionWrapper(Now() + Value(ttl), output_field=DateTimeField())
 
 
 class LeaseRefused(Exception):
@@ -34,12 +42,11 @@ def _announce(device_id, holder, change):
 
 def expire_stale_leases(device=None):
     """Release every open lease past its expiry (beat runs this; acquire does it per phone)."""
-    now = timezone.now()
-    stale = Lease.objects.filter(released_at__isnull=True, expires_at__lte=now)
+    stale = Lease.objects.filter(released_at__isnull=True, expires_at__lte=Now())
     if device is not None:
         stale = stale.filter(device=device)
     expired = list(stale.values_list("device_id", "holder"))
-    count = stale.update(released_at=now)
+    count = stale.update(released_at=Now())
     Device.objects.filter(id__in=[device_id for device_id, _ in expired], status=Device.Status.LEASED).update(status=Device.Status.IDLE)
     for device_id, holder in expired:
         _announce(device_id, holder, "expired")
@@ -54,16 +61,16 @@ def acquire(device, holder, user=None, ttl=DEFAULT_TTL, purpose="", force=False)
     if device.status not in LEASABLE and not force:
         raise LeaseRefused(f"{device.serial} is {device.get_status_display().lower()}")
     expire_stale_leases(device)
-    now = timezone.now()
     if force:
         taken_from = Lease.objects.filter(device=device, released_at__isnull=True)
         for previous_holder in list(taken_from.values_list("holder", flat=True)):
             _announce(device.pk, previous_holder, "released")
-        taken_from.update(released_at=now)
+        taken_from.update(released_at=Now())
     try:
         with transaction.atomic():
             lease = Lease.objects.create(device=device, holder=holder, user=user, purpose=purpose,
-                                         expires_at=now + ttl)
+                                         expires_at=db_now_plus(ttl))
+            lease.expires_at = timezone.now() + ttl  # for display; the row holds the database's time
     except IntegrityError:
         current = Lease.objects.filter(device=device, released_at__isnull=True).first()
         raise LeaseRefused(f"{device.serial} is held by {current.holder if current else 'someone'}")
@@ -90,11 +97,10 @@ def heartbeat(lease, ttl=DEFAULT_TTL):
 
     One conditional UPDATE (this lease, still open, not yet expired): what a holder runs right
     before acting, so a holder whose lease lapsed or was taken never acts."""
-    now = timezone.now()
     extended = Lease.objects.filter(pk=lease.pk, released_at__isnull=True,
-                                    expires_at__gt=now).update(expires_at=now + ttl)
+                                    expires_at__gt=Now()).update(expires_at=db_now_plus(ttl))
     if extended:
-        lease.expires_at = now + ttl
+        lease.expires_at = timezone.now() + ttl  # for display; the row holds the database's time
     return bool(extended)
 
 
@@ -102,9 +108,8 @@ def confirm(lease, ttl=DEFAULT_TTL) -> bool:
     """Right before an input: is the lease still this holder's? A read while it has a good part of
     its life left (nothing but a release can end it sooner, and a release is what the read sees);
     a heartbeat once it runs short. Saves a write per input on the automatic lines."""
-    now = timezone.now()
     margin = min(timedelta(seconds=10), ttl / 2)
-    if Lease.objects.filter(pk=lease.pk, released_at__isnull=True, expires_at__gt=now + margin).exists():
+    if Lease.objects.filter(pk=lease.pk, released_at__isnull=True, expires_at__gt=db_now_plus(margin)).exists():
         return True
     return heartbeat(lease, ttl=ttl)
 
@@ -170,8 +175,7 @@ def release(lease):
 
 
 def current_lease(device):
-    lease = Lease.objects.filter(device=device, released_at__isnull=True).first()
-    return lease if lease and lease.is_live else None
+    return Lease.objects.live().filter(device=device).first()
 
 
 def holds(device, holder):

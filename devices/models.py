@@ -1,6 +1,7 @@
 """Phones and who holds them. This layer knows nothing of queries or pools."""
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Now
 from django.utils import timezone
 
 
@@ -53,6 +54,12 @@ class Device(models.Model):
         }
 
 
+class LeaseQuerySet(models.QuerySet):
+    def live(self):
+        """Open and not yet expired, on the database's clock (hosts' clocks may drift)."""
+        return self.filter(released_at__isnull=True, expires_at__gt=Now())
+
+
 class Lease(models.Model):
     """Exactly one live lease per phone; it expires unless its holder keeps it alive."""
 
@@ -64,6 +71,8 @@ class Lease(models.Model):
     acquired_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     released_at = models.DateTimeField(null=True, blank=True)
+
+    objects = LeaseQuerySet.as_manager()
 
     class Meta:
         ordering = ["-acquired_at"]
@@ -162,3 +171,24 @@ class AuditEvent(models.Model):
 
     def __str__(self):
         return f"blocked {self.action.get('action', '?') if isinstance(self.action, dict) else '?'}: {self.reason}"
+
+
+class PhoneHost(models.Model):
+    """A machine with an ADB server and the one worker that drives its phones (on one machine,
+    `make up`'s worker serves every ADB server listed). The worker says it is alive every few
+    seconds; the database's clock judges who is silent."""
+
+    name = models.CharField(max_length=100, unique=True,
+                            help_text="how the console knows it: its phones' adb_server and its queue")
+    machine = models.CharField(max_length=200, help_text="hostname of the worker's machine")
+    instance = models.CharField(max_length=120, help_text="the worker process serving it now")
+    pid = models.IntegerField(null=True, blank=True)
+    queue = models.CharField(max_length=120)
+    started_at = models.DateTimeField()
+    last_seen = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name

@@ -21,9 +21,21 @@ class PhoneUnavailable(Exception):
     """The phone or its ADB server does not answer (unplugged, offline, server down)."""
 
 
+def adb_endpoint(address: str) -> tuple[str, int]:
+    """(host, port) this process connects to for the phone host the console calls `address`.
+
+    On one machine the two are the same; on a central server a phone host's ADB server is reached
+    through a route (`ADB_SERVERS=name=127.0.0.1:port`, an SSH tunnel), since an ADB server never
+    listens beyond its own host."""
+    from django.conf import settings
+
+    host, _, port = getattr(settings, "ADB_ROUTES", {}).get(address, address).rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
 def adb_client(address: str, timeout: float = 10) -> adbutils.AdbClient:
-    host, _, port = address.rpartition(":")
-    return adbutils.AdbClient(host=host or "127.0.0.1", port=int(port), socket_timeout=timeout)
+    host, port = adb_endpoint(address)
+    return adbutils.AdbClient(host=host, port=port, socket_timeout=timeout)
 
 
 @dataclass

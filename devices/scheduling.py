@@ -58,7 +58,9 @@ def pull_work_with_lease(holder, kinds=None, devices=None, user=None):
 
 
 def finish(item, ok=True, note=""):
-    WorkItem.objects.filter(pk=item.pk).update(
+    """Done (or failed) by the phone it was assigned to; a no-op once recovery gave it to another
+    phone (its holder was cut off meanwhile), so no item is finished twice."""
+    return WorkItem.objects.filter(pk=item.pk, status=WorkItem.Status.ASSIGNED, device_id=item.device_id).update(
         status=WorkItem.Status.DONE if ok else "failed", finished_at=timezone.now(), note=note)
 
 

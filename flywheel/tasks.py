@@ -157,6 +157,7 @@ def snapshot_ledger():
 
 # The query side's tasks live next to their code; importing them here registers them with the
 # worker under flywheel.tasks.* names (autodiscovery reads each app's tasks module only).
+from flywheel.collection import host_worker  # noqa: E402, F401  (its signals: claim, heartbeat, take over)
 from flywheel.queries.exploration_tasks import *  # noqa: E402, F403
 from flywheel.queries.gem_tasks import *  # noqa: E402, F403
 from flywheel.queries.generation_tasks import *  # noqa: E402, F403

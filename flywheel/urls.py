@@ -10,6 +10,7 @@ from flywheel.queries import views as query_views
 urlpatterns = [
     path("", console_views.home, name="home"),
     path("healthz", console_views.healthz, name="healthz"),
+    path("metrics", console_views.metrics, name="metrics"),
     path("dashboard/", console_views.dashboard, name="dashboard"),
     path("dashboard/counts/", console_views.dashboard_counts_fragment, name="dashboard-counts"),
     path("console-admin/", console_views.admin_home, name="admin-home"),

@@ -353,8 +353,7 @@ def require_running(trajectory: Trajectory) -> None:
 
 
 def _live_lease(trajectory: Trajectory):
-    return Lease.objects.filter(holder=lease_holder(trajectory.pk), released_at__isnull=True,
-                                expires_at__gt=timezone.now()).first()
+    return Lease.objects.live().filter(holder=lease_holder(trajectory.pk)).first()
 
 
 # -- what a client sees --------------------------------------------------------------------------

@@ -7,6 +7,8 @@ Short commands keep going through adbutils (devices/phone.py).
 """
 import asyncio
 
+from devices.phone import adb_endpoint
+
 CONNECT_TIMEOUT = 5.0
 
 
@@ -34,10 +36,10 @@ async def open_service(address: str, serial: str, service: str,
                        timeout: float = CONNECT_TIMEOUT) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A connection to `service` (e.g. `localabstract:minicap`, `shell:...`) on phone `serial`
     of the ADB server at `address` (host:port). AdbStreamError when refused or unreachable."""
-    host, _, port = address.rpartition(":")
+    host, port = adb_endpoint(address)
     try:
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host or "127.0.0.1", int(port), limit=1 << 20), timeout)
+            asyncio.open_connection(host, port, limit=1 << 20), timeout)
     except (OSError, TimeoutError) as error:
         raise AdbStreamError(f"ADB server {address}: {error or 'timed out'}") from error
     try:

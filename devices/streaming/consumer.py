@@ -30,7 +30,6 @@ from collections import OrderedDict, deque
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.utils import timezone
 
 from accounts.consumers import CLOSE_FORBIDDEN, RoleWebsocketConsumer
 from accounts.roles import ADMIN, ANNOTATOR, MANAGER, has_role
@@ -72,8 +71,7 @@ def may_watch(device, user) -> bool:
     """Managers and admins watch any phone; an annotator only one their live lease holds."""
     if has_role(user, MANAGER, ADMIN):
         return True
-    return Lease.objects.filter(device=device, user=user, released_at__isnull=True,
-                                expires_at__gt=timezone.now()).exists()
+    return Lease.objects.live().filter(device=device, user=user).exists()
 
 
 def view_size(message) -> tuple[tuple[int, int], float]:

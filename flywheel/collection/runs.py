@@ -12,11 +12,12 @@ from datetime import timedelta
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import close_old_connections, transaction
-from django.db.models import CharField, Count, Exists, OuterRef, Q, Value
-from django.db.models.functions import Cast, Concat
+from django.db.models import CharField, Count, DateTimeField, Exists, ExpressionWrapper, OuterRef, Q, Value
+from django.db.models.functions import Cast, Concat, Now
 from django.utils import timezone
 
-from devices import health, leases, scheduling
+from devices import health, hosts, leases, scheduling
+from devices.hosts import host_queue
 from devices.models import Device, Lease, WorkItem
 from devices.phone import PhoneConnection
 from flywheel.collection.engine import CollectionConfig, PhoneLost, finish_trajectory, run_trajectory
@@ -29,11 +30,6 @@ LINES = (Line.AUTOMATIC, Line.SCHEMA, Line.EXTERNAL, Line.RL)  # the lines a per
 # The benchmark's inference is a run too, launched only by an evaluation run (benchmark/infer.py).
 RUN_LINES = (*LINES, Line.BENCHMARK)
 OPEN_ITEM = (WorkItem.Status.QUEUED, WorkItem.Status.ASSIGNED)
-
-
-def host_queue(address: str) -> str:
-    """The Celery queue of one ADB host: its worker drives that host's phones."""
-    return "collection." + address.replace(":", "-")
 
 
 def run_kind(run) -> str:
@@ -109,7 +105,7 @@ def dispatch_run(run):
     items are claimed one by one, so a second driver of the same run finds nothing twice)."""
     from flywheel.tasks import collect_on_host
 
-    addresses = settings.ADB_SERVERS
+    addresses = hosts.serving_hosts()
     per_host = max(1, int(run.config.get("phones", 4)) // max(1, len(addresses)))
     CollectionRun.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
     ids = []
@@ -126,7 +122,7 @@ def open_items_of_run():
     return Exists(WorkItem.objects.filter(kind=kind, status__in=OPEN_ITEM))
 
 
-def redispatch_stalled_runs(after=None):
+def redispatch_stalled_runs(after=None, run_ids=None):
     """Beat: runs with open work and no driver alive get their work sent again.
 
     A broker restarted without persistence forgets the driving tasks still queued, and a worker
@@ -135,10 +131,11 @@ def redispatch_stalled_runs(after=None):
     """
     after = after if after is not None else timedelta(seconds=settings.COLLECTION_REDISPATCH_AFTER_S)
     now = timezone.now()
-    live_holders = set(Lease.objects.filter(released_at__isnull=True, expires_at__gt=now)
-                       .values_list("holder", flat=True))
+    live_holders = set(Lease.objects.live().values_list("holder", flat=True))
     stalled = (CollectionRun.objects.exclude(status__in=[CollectionRun.Status.CANCELLED, CollectionRun.Status.PAUSED])
                .filter(open_items_of_run()).filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=now - after)))
+    if run_ids is not None:
+        stalled = stalled.filter(pk__in=run_ids)
     redispatched = []
     for run in stalled:
         if f"collection:run:{run.pk}" in live_holders:
@@ -248,7 +245,12 @@ def drive_phone(run_id, device, lease, stop_event, deadline=float("inf")):
             if item is None:
                 break
             try:
-                collect_item(run, item, device, lease)
+                trajectory = collect_item(run, item, device, lease)
+                if trajectory.stop_reason == "lease lost":
+                    # Someone else owns the phone and this work now (recovery re-queued it after the
+                    # lease expired): finishing the item here would count it twice.
+                    log.warning("run %s: the lease on %s was lost mid-trajectory; this phone stops", run_id, device)
+                    return
                 scheduling.finish(item, ok=True)
             except PhoneLost as error:
                 # The phone dropped: quarantine it and give its query to another phone.
@@ -317,23 +319,52 @@ def drive_host(run_id, address, phones, budget_s=None):
     return {"phones": len(leased), "address": address, "continued": budget_spent}
 
 
-def recover_interrupted(stale_after=timedelta(seconds=90)):
+def reclaim_host_work(names):
+    """A fresh worker for these phone hosts (its predecessor was killed, or its machine restarted):
+    the collection leases the predecessor left on their phones end now, its trajectories are
+    interrupted and routed, its work items re-queued and the runs dispatched again at once, instead
+    of waiting for the leases to run out."""
+    released = 0
+    for lease in Lease.objects.filter(released_at__isnull=True, holder__startswith="collection:run:",
+                                      device__adb_server__in=names):
+        released += leases.release(lease)
+    recovered = recover_interrupted(stale_after=timedelta(0))
+    recovered["redispatched"] += redispatch_stalled_runs(after=timedelta(0))["redispatched"]
+    if released or recovered["trajectories"] or recovered["redispatched"]:
+        log.warning("phone hosts %s: took over %d lease(s) of a previous worker; %s", ", ".join(names), released,
+                    recovered)
+    return {"leases": released, **recovered}
+
+
+def recover_interrupted(stale_after=timedelta(seconds=20)):
     """Beat: work whose holder died. Its trajectory is interrupted and still routed; its item is
-    re-queued once the lease has expired; nothing is lost."""
+    re-queued once the lease has expired; nothing is lost.
+
+    A run's trajectory is alive while its own phone is leased to the run: the run's other phones,
+    on another host perhaps, say nothing about a host that was cut off."""
     leases.expire_stale_leases()
-    live_holders = set(Lease.objects.filter(released_at__isnull=True).values_list("holder", flat=True))
+    open_leases = set(Lease.objects.filter(released_at__isnull=True).values_list("device_id", "holder"))
+    live_holders = {holder for _device, holder in open_leases}
     recovered = 0
-    for trajectory in Trajectory.objects.filter(status=Trajectory.Status.RUNNING, line__in=RUN_LINES,
-                                                started_at__lt=timezone.now() - stale_after):
+    # A run's trajectory starts once its phone is leased: without that lease it is dead at any age. Other
+    # trajectories (the environment service's) are made a moment before their lease: `stale_after`.
+    old_enough = Q(run__isnull=False) | Q(started_at__lt=ExpressionWrapper(Now() - Value(stale_after),
+                                                                          output_field=DateTimeField()))
+    for trajectory in Trajectory.objects.filter(old_enough, status=Trajectory.Status.RUNNING, line__in=RUN_LINES):
         if f"collection:trajectory:{trajectory.pk}" in live_holders or (
-                trajectory.run_id and f"collection:run:{trajectory.run_id}" in live_holders):
+                trajectory.run_id and (trajectory.device_id, f"collection:run:{trajectory.run_id}") in open_leases):
             continue
         finish_trajectory(trajectory, "interrupted: the worker stopped", phone=None)
         recovered += 1
-    requeued = WorkItem.objects.filter(status=WorkItem.Status.ASSIGNED, kind__startswith="collect:").exclude(
-        device__leases__released_at__isnull=True).update(status=WorkItem.Status.QUEUED, device=None,
-                                                         note="re-queued: its holder died")
+    stranded = list(WorkItem.objects.filter(status=WorkItem.Status.ASSIGNED, kind__startswith="collect:").exclude(
+        device__leases__released_at__isnull=True).values_list("pk", "kind"))
+    requeued = WorkItem.objects.filter(pk__in=[pk for pk, _kind in stranded], status=WorkItem.Status.ASSIGNED).update(
+        status=WorkItem.Status.QUEUED, device=None, note="re-queued: its holder died")
     for run_id in CollectionRun.objects.filter(status=CollectionRun.Status.RUNNING).values_list("pk", flat=True):
         refresh_progress(run_id)
-    return {"trajectories": recovered, "work_items": requeued}
+    # Work just handed back goes out at once to runs no live driver holds (their drivers may all have
+    # finished while the lost host still had items in hand), not after the re-dispatch delay.
+    runs = {int(kind.rpartition(":")[2]) for _pk, kind in stranded if kind.startswith("collect:run:")}
+    redispatched = redispatch_stalled_runs(after=timedelta(0), run_ids=runs)["redispatched"] if runs else []
+    return {"trajectories": recovered, "work_items": requeued, "redispatched": redispatched}
 

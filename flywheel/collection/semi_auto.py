@@ -93,8 +93,7 @@ def start_session(query, user, model_version=None) -> Trajectory:
 def live_lease(trajectory):
     if trajectory.device_id is None:
         return None
-    return Lease.objects.filter(device_id=trajectory.device_id, holder=lease_holder(trajectory),
-                                released_at__isnull=True, expires_at__gt=timezone.now()).first()
+    return Lease.objects.live().filter(device_id=trajectory.device_id, holder=lease_holder(trajectory)).first()
 
 
 def keep_alive(trajectory) -> bool:

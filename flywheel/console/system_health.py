@@ -10,6 +10,8 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
 
+from devices.phone import adb_endpoint
+
 
 def _timed(check):
     started = time.monotonic()
@@ -65,8 +67,7 @@ def check_channel_layer():
 
 def adb_server_version(address, timeout=1.0):
     """Ask an ADB server for its version over the smart-socket protocol."""
-    host, _, port = address.rpartition(":")
-    with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout) as sock:
+    with socket.create_connection(adb_endpoint(address), timeout=timeout) as sock:
         request = b"host:version"
         sock.sendall(b"%04x" % len(request) + request)
         status = sock.recv(4)
