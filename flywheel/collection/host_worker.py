@@ -4,20 +4,24 @@ every few seconds, and takes over at once what a predecessor it replaces left be
 A worker serves the phone hosts whose queues it consumes (`collection.<name>`): `make up`'s one
 worker serves every ADB server listed; a `phone-host` machine's worker serves its own.
 """
+import ctypes
+import ctypes.util
 import logging
 import os
+import signal
 import socket
 import threading
 import time
 import uuid
 
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_process_init, worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import close_old_connections, connection
 
 from devices import hosts, registry
 
 log = logging.getLogger(__name__)
+PR_SET_PDEATHSIG = 1  # prctl(2)
 _served: dict = {}  # {"names": [...], "instance": str, "stop": threading.Event}
 
 
@@ -77,6 +81,20 @@ def _reclaim(reclaim_host_work, names):
         log.exception("taking over the work of phone hosts %s failed; beat's recovery will", ", ".join(names))
     finally:
         connection.close()
+
+
+@worker_process_init.connect
+def _die_with_the_worker(**_):
+    """A pool process dies with its worker. Killed with `kill -9` (an out-of-memory kill), the worker
+    would otherwise leave its pool processes driving phones as orphans while its successor takes
+    the same work over."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the lease checks before every input still hold
+        return
+    if os.getppid() == 1:  # the worker died before the line above took effect
+        os._exit(1)
 
 
 @worker_ready.connect

@@ -122,7 +122,7 @@ def open_items_of_run():
     return Exists(WorkItem.objects.filter(kind=kind, status__in=OPEN_ITEM))
 
 
-def redispatch_stalled_runs(after=None, run_ids=None):
+def redispatch_stalled_runs(after=None, run_ids=None, skip=()):
     """Beat: runs with open work and no driver alive get their work sent again.
 
     A broker restarted without persistence forgets the driving tasks still queued, and a worker
@@ -136,6 +136,7 @@ def redispatch_stalled_runs(after=None, run_ids=None):
                .filter(open_items_of_run()).filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=now - after)))
     if run_ids is not None:
         stalled = stalled.filter(pk__in=run_ids)
+    stalled = stalled.exclude(pk__in=list(skip))
     redispatched = []
     for run in stalled:
         if f"collection:run:{run.pk}" in live_holders:
@@ -245,11 +246,12 @@ def drive_phone(run_id, device, lease, stop_event, deadline=float("inf")):
             if item is None:
                 break
             try:
-                trajectory = collect_item(run, item, device, lease)
-                if trajectory.stop_reason == "lease lost":
-                    # Someone else owns the phone and this work now (recovery re-queued it after the
-                    # lease expired): finishing the item here would count it twice.
-                    log.warning("run %s: the lease on %s was lost mid-trajectory; this phone stops", run_id, device)
+                collect_item(run, item, device, lease)
+                if not leases.heartbeat(lease, ttl=lease_ttl()):
+                    # The lease ran out or was taken over meanwhile (a host cut off, a worker replaced):
+                    # recovery owns this item now and decides from its trajectory; finishing it here
+                    # could count it twice.
+                    log.warning("run %s: the lease on %s was lost; this phone stops", run_id, device)
                     return
                 scheduling.finish(item, ok=True)
             except PhoneLost as error:
@@ -329,11 +331,26 @@ def reclaim_host_work(names):
                                       device__adb_server__in=names):
         released += leases.release(lease)
     recovered = recover_interrupted(stale_after=timedelta(0))
-    recovered["redispatched"] += redispatch_stalled_runs(after=timedelta(0))["redispatched"]
+    recovered["redispatched"] += redispatch_stalled_runs(after=timedelta(0), skip=recovered["redispatched"])["redispatched"]
     if released or recovered["trajectories"] or recovered["redispatched"]:
         log.warning("phone hosts %s: took over %d lease(s) of a previous worker; %s", ", ".join(names), released,
                     recovered)
     return {"leases": released, **recovered}
+
+
+# A trajectory that ended so is collected again: its holder, not the task, stopped it.
+CUT_SHORT = ("interrupted: the worker stopped", "lease lost", "phone lost")
+
+
+def finished_or_not(items):
+    """([item ids whose last trajectory ended on its own], [item ids to collect again]) of items whose
+    holder died: one that died between routing a finished trajectory and marking its item done left
+    nothing to collect again."""
+    last = {pk: (payload or {}).get("trajectories", [None])[-1] for pk, _kind, payload in items}
+    ended = dict(Trajectory.objects.filter(pk__in=[t for t in last.values() if t]).exclude(
+        status=Trajectory.Status.RUNNING).values_list("pk", "stop_reason"))
+    done = [pk for pk, t in last.items() if t in ended and not ended[t].startswith(CUT_SHORT)]
+    return done, [pk for pk in last if pk not in done]
 
 
 def recover_interrupted(stale_after=timedelta(seconds=20)):
@@ -356,15 +373,22 @@ def recover_interrupted(stale_after=timedelta(seconds=20)):
             continue
         finish_trajectory(trajectory, "interrupted: the worker stopped", phone=None)
         recovered += 1
-    stranded = list(WorkItem.objects.filter(status=WorkItem.Status.ASSIGNED, kind__startswith="collect:").exclude(
-        device__leases__released_at__isnull=True).values_list("pk", "kind"))
-    requeued = WorkItem.objects.filter(pk__in=[pk for pk, _kind in stranded], status=WorkItem.Status.ASSIGNED).update(
+    # An item is stranded once its phone is no longer leased to its run (the phone may already be
+    # leased again, to another run or a person: that says nothing about this item's holder).
+    held = set(Lease.objects.filter(released_at__isnull=True).values_list("device_id", "holder"))
+    stranded = [(pk, kind, payload) for pk, kind, device_id, payload in WorkItem.objects.filter(
+        status=WorkItem.Status.ASSIGNED, kind__startswith="collect:").values_list("pk", "kind", "device_id", "payload")
+        if (device_id, "collection:" + kind.removeprefix("collect:")) not in held]
+    done, again = finished_or_not(stranded)
+    WorkItem.objects.filter(pk__in=done, status=WorkItem.Status.ASSIGNED).update(
+        status=WorkItem.Status.DONE, finished_at=timezone.now(), note="its trajectory ended as its holder died")
+    requeued = WorkItem.objects.filter(pk__in=again, status=WorkItem.Status.ASSIGNED).update(
         status=WorkItem.Status.QUEUED, device=None, note="re-queued: its holder died")
     for run_id in CollectionRun.objects.filter(status=CollectionRun.Status.RUNNING).values_list("pk", flat=True):
         refresh_progress(run_id)
     # Work just handed back goes out at once to runs no live driver holds (their drivers may all have
     # finished while the lost host still had items in hand), not after the re-dispatch delay.
-    runs = {int(kind.rpartition(":")[2]) for _pk, kind in stranded if kind.startswith("collect:run:")}
+    runs = {int(kind.rpartition(":")[2]) for pk, kind, _ in stranded if pk in again and kind.startswith("collect:run:")}
     redispatched = redispatch_stalled_runs(after=timedelta(0), run_ids=runs)["redispatched"] if runs else []
     return {"trajectories": recovered, "work_items": requeued, "redispatched": redispatched}
 

@@ -118,3 +118,18 @@ def test_preflight_exits_non_zero_on_an_unreachable_database_or_a_wrong_redis_pa
         assert right.returncode == 0, right.stderr
     finally:
         stop(server)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_phone_host_role_refuses_to_half_start(tmp_path):
+    """A wrong database or a name another live host serves: the role says so and starts nothing."""
+    def role(**env):
+        return subprocess.run([str(BIN / "python"), "scripts/up.py", "phone-host"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, env=process_env(FLYWHEEL_VAR_DIR=str(tmp_path), FARM_DEVICES="2",
+                                                                      ADB_SERVER=f"127.0.0.1:{free_port()}", **env))
+    unreachable = role(DATABASE_URL=f"postgres://postgres@127.0.0.1:{free_port()}/nowhere", PHONE_HOST_NAME="r1")
+    assert unreachable.returncode == 1 and "The database does not answer" in unreachable.stderr
+    host_row("taken:5037", machine="other-machine")
+    taken = role(PHONE_HOST_NAME="taken:5037")
+    assert taken.returncode == 3 and "already served by" in taken.stderr
+    assert not (tmp_path / "simfarm.log").exists() and not (tmp_path / "phone-host.log").exists()  # nothing started

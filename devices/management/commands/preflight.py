@@ -70,5 +70,5 @@ class Command(BaseCommand):
                 raise CommandError(
                     f"Phone host {phone_host!r} is already served by the worker {row.instance} on {row.machine}. "
                     f"Two machines must not claim the same ADB server: give this one its own PHONE_HOST_NAME, "
-                    f"or stop the other.")
+                    f"or stop the other.", returncode=3)  # as the worker's own refusal: no point restarting
         self.stdout.write(f"preflight: database, Redis{' and phone host ' + phone_host if phone_host else ''} ok")

@@ -109,3 +109,52 @@ def test_the_supervisor_restarts_a_dead_process_with_backoff_and_stops_on_a_refu
         time.sleep(0.05)
     assert outcome == ("refused", up.REFUSED)
     supervisor.stop_all()
+
+
+def holder_died_with(farm_settings, stop_reason):
+    """A run's driver took an item on a phone, started a trajectory that ended with `stop_reason`,
+    and died before marking the item (its lease gone)."""
+    from datetime import timedelta
+
+    from devices import leases, scheduling
+    from flywheel.collection.runs import run_kind
+
+    discover_devices()
+    make_query("orphan", tags=("orphan",))
+    run = launch_run("automatic", {"tags": ["orphan"]}, config={"phones": 1}, dispatch=False)
+    CollectionRun.objects.filter(pk=run.pk).update(status="running")  # as its driver set it
+    device = Device.objects.get(serial=farm_settings.serials[0])
+    lease = leases.acquire(device, holder=f"collection:run:{run.pk}", ttl=timedelta(seconds=30))
+    item = scheduling.pull_next(device, kinds=[run_kind(run)])
+    trajectory = Trajectory.objects.create(query_id=item.payload["query_id"], run=run, device=device, line="automatic",
+                                           model_version=run.model_version, stop_reason=stop_reason or "",
+                                           status="completed" if stop_reason else "running")
+    WorkItem.objects.filter(pk=item.pk).update(payload={**item.payload, "trajectories": [trajectory.pk]})
+    leases.release(lease)
+    return run, item, trajectory, device
+
+
+def test_an_item_whose_trajectory_ended_before_its_holder_died_is_done_not_collected_again(farm_settings):
+    from flywheel.collection.runs import recover_interrupted
+
+    run, item, _trajectory, _device = holder_died_with(farm_settings, "terminate: success")
+    summary = recover_interrupted()
+    item.refresh_from_db()
+    assert item.status == "done" and summary["work_items"] == 0 and summary["redispatched"] == []
+    assert CollectionRun.objects.get(pk=run.pk).status == "done"
+
+
+def test_an_item_is_stranded_when_its_phone_is_leased_again_to_someone_else(farm_settings):
+    from datetime import timedelta
+
+    from devices import leases
+    from flywheel.collection.runs import recover_interrupted
+
+    run, item, trajectory, device = holder_died_with(farm_settings, None)
+    leases.acquire(device, holder="semi-auto:trajectory:999", ttl=timedelta(seconds=60))  # a person took the phone
+    summary = recover_interrupted()
+    item.refresh_from_db()
+    trajectory.refresh_from_db()
+    assert trajectory.status == "interrupted" and trajectory.stop_reason == "interrupted: the worker stopped"
+    assert item.status == "queued" and summary["work_items"] == 1
+    assert summary["redispatched"] == [run.pk]  # handed out again at once: no driver holds the run
