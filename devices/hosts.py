@@ -62,7 +62,7 @@ def same_machine_dead_worker(row) -> bool:
     return row.machine == socket.gethostname() and not _process_alive(row.pid)
 
 
-def claim(names, instance: str, queues: dict[str, str] | None = None) -> list[str]:
+def claim(names, instance: str) -> list[str]:
     """Record this worker (`instance`) as the one serving `names`; HostClaimed when a live worker
     elsewhere serves one of them. Returns the names a previous worker served (its work is to be
     reclaimed). A predecessor on this machine whose process is gone (killed, restarted by the
@@ -83,7 +83,7 @@ def claim(names, instance: str, queues: dict[str, str] | None = None) -> list[st
                 taken_over.append(name)
             PhoneHost.objects.update_or_create(name=name, defaults={
                 "machine": machine, "instance": instance, "pid": pid,
-                "queue": (queues or {}).get(name, host_queue(name)),
+                "queue": host_queue(name),
                 "started_at": Now(), "last_seen": Now()})
     return taken_over
 
