@@ -264,11 +264,16 @@ def rehearse(args, workdir):
         wait(lambda: CollectionRun.objects.get(pk=run.pk).status == "done", args.timeout, "the run to finish",
              processes)
         run.refresh_from_db()
-        recovery = []
+        recovery, settled, neither = [], 0, 0
         for item in WorkItem.objects.filter(pk__in=held):
             retaken = Trajectory.objects.filter(pk__in=item.payload.get("trajectories", []),
                                                 started_at__gt=cut_at).order_by("started_at").first()
-            recovery.append((retaken.started_at - cut_at).total_seconds() if retaken else float("inf"))
+            if retaken:
+                recovery.append((retaken.started_at - cut_at).total_seconds())
+            elif item.status == "done":  # its trajectory had ended before the cut (it was being judged)
+                settled += 1
+            else:
+                neither += 1
         cut_trajectories = Trajectory.objects.filter(run=run, device_id__in=cut_devices, started_at__lt=cut_at)
         try:  # what the cut-off host had in hand is interrupted and routed by the central side
             wait(lambda: not cut_trajectories.filter(status="running").exists(), 60, "the cut trajectories routed")
@@ -282,8 +287,9 @@ def rehearse(args, workdir):
              and PhoneHost.objects.filter(name=names[CUT_HOST], last_seen__gt=Now() - __import__("datetime").timedelta(
                  seconds=5)).exists(), 180, f"{names[CUT_HOST]} to rejoin", processes)
         rejoin_s = time.monotonic() - up_at
-        print(f"multihost: items host 1 held at the cut were started again on host 0 after "
-              f"{', '.join(f'{s:.0f}' for s in sorted(recovery))} s", flush=True)
+        print(f"multihost: of {len(held)} items host 1 held at the cut, {len(recovery)} were started again on "
+              f"host 0 (after {', '.join(f'{s:.0f}' for s in sorted(recovery)) or '-'} s), {settled} were done "
+              f"(their trajectory had ended), {neither} neither", flush=True)
         restarted = [name for name, process in processes if process.poll() is not None]
         double = overlapping_leases(Lease)
         trajectories = Trajectory.objects.filter(run=run)

@@ -43,3 +43,4 @@ def test_a_run_across_two_phone_hosts_survives_one_host_losing_its_link():
     assert float(figures["recovery_s"]) < 60, last
     assert float(figures["rejoin_s"]) < 90, last
     assert "0 of those cut off unrouted" in done.stdout, done.stdout[-2000:]
+    assert ", 0 neither" in done.stdout, done.stdout[-2000:]  # every item in hand was collected again or done

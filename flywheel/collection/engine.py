@@ -169,14 +169,26 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
 
 def finish_trajectory(trajectory: Trajectory, stop_reason: str, phone: PhoneConnection | None):
     """Record how it ended, mask repeated steps, then judge and route it (nothing is dropped)."""
+    if not end_trajectory(trajectory, stop_reason):
+        return None
+    return route_ended(trajectory, phone)
+
+
+def end_trajectory(trajectory: Trajectory, stop_reason: str) -> bool:
+    """Record how it ended; False when it had ended already: recovery routed it while its worker
+    was cut off (a host that lost its link, a worker that was replaced), and routing it again
+    would judge it twice."""
     status = Trajectory.Status.INTERRUPTED if stop_reason.startswith(INTERRUPTING) else Trajectory.Status.COMPLETED
     if not Trajectory.objects.filter(pk=trajectory.pk, status=Trajectory.Status.RUNNING).update(
             status=status, stop_reason=stop_reason[:200], finished_at=timezone.now()):
-        # Finished already: recovery routed it while its worker was cut off (a host that lost its
-        # link, a worker that was replaced). Routing it again would judge it twice.
         trajectory.refresh_from_db(fields=["status", "stop_reason"])
-        return None
+        return False
     trajectory.status, trajectory.stop_reason = status, stop_reason
+    return True
+
+
+def route_ended(trajectory: Trajectory, phone: PhoneConnection | None):
+    """Mask repeated steps, then judge and route the ended trajectory."""
     steps = recorder.executed_steps(trajectory)
     for step, masked in zip(steps, repetition_mask([s.executed_action for s in steps])):
         if step.label_masked != masked:

@@ -20,9 +20,16 @@ from devices import health, hosts, leases, scheduling
 from devices.hosts import host_queue
 from devices.models import Device, Lease, WorkItem
 from devices.phone import PhoneConnection
-from flywheel.collection.engine import CollectionConfig, PhoneLost, finish_trajectory, run_trajectory
+from flywheel.collection.engine import (
+    CollectionConfig,
+    PhoneLost,
+    end_trajectory,
+    finish_trajectory,
+    route_ended,
+    run_trajectory,
+)
 from flywheel.console.events import publish
-from flywheel.models import CollectionRun, Line, Query, QueryApp, RlQueryEntry, Trajectory
+from flywheel.models import CollectionRun, Line, Outcome, Query, QueryApp, RlQueryEntry, Trajectory
 from flywheel.policies import default_policy_version, policy_for
 
 log = logging.getLogger(__name__)
@@ -30,6 +37,11 @@ LINES = (Line.AUTOMATIC, Line.SCHEMA, Line.EXTERNAL, Line.RL)  # the lines a per
 # The benchmark's inference is a run too, launched only by an evaluation run (benchmark/infer.py).
 RUN_LINES = (*LINES, Line.BENCHMARK)
 OPEN_ITEM = (WorkItem.Status.QUEUED, WorkItem.Status.ASSIGNED)
+
+
+# A trajectory that recovery ended so is collected again: its holder died, not the task. ("lease
+# lost", which the holder records itself, is Env_ERROR: its routing re-collects it.)
+CUT_SHORT = ("interrupted: the worker stopped", "phone lost")
 
 
 def run_kind(run) -> str:
@@ -203,7 +215,8 @@ def metabolize_rl_run(run):
 
 
 def collect_item(run, item, device, lease):
-    """One work item: a trajectory from a fresh reset to its verdict."""
+    """One work item: a trajectory from a fresh reset to its verdict. Returns (trajectory, whether
+    this holder ended it): one that recovery ended meanwhile is recovery's to settle."""
     query = Query.objects.get(pk=item.payload["query_id"])
     recollection_of = item.payload.get("recollection_of")
     trajectory = Trajectory.objects.create(query=query, run=run, device=device, line=run.line,
@@ -225,8 +238,13 @@ def collect_item(run, item, device, lease):
     except Exception as error:  # whatever broke, the trajectory so far is still judged and routed
         finish_trajectory(trajectory, f"interrupted: {type(error).__name__}: {error}", phone=None)
         raise
-    finish_trajectory(trajectory, reason, phone=phone)
-    return trajectory
+    if not end_trajectory(trajectory, reason):
+        return trajectory, False  # recovery ended and routed it while this worker was cut off
+    # Judging may outlast the lease (a slow judge, a short lease): the phone stays this item's until
+    # it is routed, so nobody else takes it meanwhile and recovery does not count this holder dead.
+    with leases.kept_alive(lease, ttl=lease_ttl()):
+        route_ended(trajectory, phone)
+    return trajectory, True
 
 
 def lease_ttl():
@@ -246,14 +264,9 @@ def drive_phone(run_id, device, lease, stop_event, deadline=float("inf")):
             if item is None:
                 break
             try:
-                collect_item(run, item, device, lease)
-                if not leases.heartbeat(lease, ttl=lease_ttl()):
-                    # The lease ran out or was taken over meanwhile (a host cut off, a worker replaced):
-                    # recovery owns this item now and decides from its trajectory; finishing it here
-                    # could count it twice.
-                    log.warning("run %s: the lease on %s was lost; this phone stops", run_id, device)
-                    return
-                scheduling.finish(item, ok=True)
+                _trajectory, ended_here = collect_item(run, item, device, lease)
+                if ended_here:  # else recovery settled it (and finish would be a no-op): never twice
+                    scheduling.finish(item, ok=True)  # a cut-short trajectory was re-collected by its routing
             except PhoneLost as error:
                 # The phone dropped: quarantine it and give its query to another phone.
                 health.quarantine(Device.objects.get(pk=device.pk), by="auto", reason=f"lost mid-run: {error}")
@@ -338,10 +351,6 @@ def reclaim_host_work(names):
     return {"leases": released, **recovered}
 
 
-# A trajectory that ended so is collected again: its holder, not the task, stopped it.
-CUT_SHORT = ("interrupted: the worker stopped", "lease lost", "phone lost")
-
-
 def finished_or_not(items):
     """([item ids whose last trajectory ended on its own], [item ids to collect again]) of items whose
     holder died: one that died between routing a finished trajectory and marking its item done left
@@ -384,11 +393,24 @@ def recover_interrupted(stale_after=timedelta(seconds=20)):
         status=WorkItem.Status.DONE, finished_at=timezone.now(), note="its trajectory ended as its holder died")
     requeued = WorkItem.objects.filter(pk__in=again, status=WorkItem.Status.ASSIGNED).update(
         status=WorkItem.Status.QUEUED, device=None, note="re-queued: its holder died")
+    judged = take_over_judging([payload["trajectories"][-1] for pk, _kind, payload in stranded if pk in done])
     for run_id in CollectionRun.objects.filter(status=CollectionRun.Status.RUNNING).values_list("pk", flat=True):
         refresh_progress(run_id)
     # Work just handed back goes out at once to runs no live driver holds (their drivers may all have
     # finished while the lost host still had items in hand), not after the re-dispatch delay.
     runs = {int(kind.rpartition(":")[2]) for pk, kind, _ in stranded if pk in again and kind.startswith("collect:run:")}
     redispatched = redispatch_stalled_runs(after=timedelta(0), run_ids=runs)["redispatched"] if runs else []
-    return {"trajectories": recovered, "work_items": requeued, "redispatched": redispatched}
+    return {"trajectories": recovered, "work_items": requeued, "redispatched": redispatched, "judged": judged}
+
+
+def take_over_judging(trajectory_ids) -> int:
+    """Trajectories a dead holder ended but was still judging: judged now (without the phone), not
+    once its judging claim runs out. The benchmark's rollouts are its evaluation's to judge."""
+    from flywheel.evaluation.pipeline import evaluate_trajectory
+
+    judged = 0
+    for trajectory in Trajectory.objects.filter(pk__in=trajectory_ids, verdict=Outcome.PENDING).exclude(
+            line=Line.BENCHMARK):
+        judged += evaluate_trajectory(trajectory, phone=None, take_over=True) is not None
+    return judged
 

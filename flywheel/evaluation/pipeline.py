@@ -92,48 +92,68 @@ def _veto_hit(node, condition):
     return bool(condition.get("resource_id") and condition["resource_id"] == node.resource_id)
 
 
-def claim_for_judging(trajectory: Trajectory, now=None) -> bool:
+def claim_for_judging(trajectory: Trajectory, now=None, take_over=False):
     """Take the one right to judge this trajectory (a conditional update): the run's own call and
     the beat sweep may both try; the first wins. A claim older than JUDGING_CLAIM_TTL belongs to a
-    judge that died and may be taken over."""
+    judge that died and may be taken over; `take_over` takes it at once (recovery knows the judge
+    is gone: its lease on the phone ended). Returns the claim (its time), or None."""
     now = now or timezone.now()
-    return Trajectory.objects.filter(pk=trajectory.pk, verdict=Outcome.PENDING).filter(
-        Q(judging_since__isnull=True) | Q(judging_since__lt=now - JUDGING_CLAIM_TTL)).update(judging_since=now) == 1
+    claimable = Trajectory.objects.filter(pk=trajectory.pk, verdict=Outcome.PENDING)
+    if not take_over:
+        claimable = claimable.filter(Q(judging_since__isnull=True) | Q(judging_since__lt=now - JUDGING_CLAIM_TTL))
+    return now if claimable.update(judging_since=now) == 1 else None
 
 
-def evaluate_trajectory(trajectory: Trajectory, phone: PhoneConnection | None = None) -> Verdict | None:
+def _claim_still_held(trajectory: Trajectory, claim) -> bool:
+    """In the verdict's transaction: is the claim still this judge's? A judge that was cut off (its
+    host lost its link) and came back after recovery took its trajectory over writes nothing."""
+    if claim is None:
+        return True
+    held = Trajectory.objects.select_for_update().filter(pk=trajectory.pk, verdict=Outcome.PENDING,
+                                                         judging_since=claim).exists()
+    if not held:
+        log.warning("trajectory %s was taken over by another judge meanwhile; this verdict is dropped", trajectory.pk)
+    return held
+
+
+def evaluate_trajectory(trajectory: Trajectory, phone: PhoneConnection | None = None,
+                        take_over: bool = False) -> Verdict | None:
     """Judge and route the trajectory once: None when another judge holds it or has judged it.
 
     `phone` is the phone still in the trajectory's terminal state (System A reads it); without
     it System A abstains. A trajectory that cannot be judged (a malformed verification spec, a
     judge that breaks) or that carries a flag goes to a person with the reason, never lost.
     """
-    if not claim_for_judging(trajectory):
+    claim = claim_for_judging(trajectory, take_over=take_over)
+    if claim is None:
         log.info("trajectory %s is judged elsewhere; not judging it again", trajectory.pk)
         return None
     trajectory.refresh_from_db(fields=["flag", "verdict", "stop_reason", "status"])
     if trajectory.flag:
-        return flag_for_people(trajectory, trajectory.flag)
+        return flag_for_people(trajectory, trajectory.flag, claim=claim)
     try:
         try:
-            return _judge(trajectory, phone)
+            return _judge(trajectory, phone, claim)
         except PhoneUnavailable:
             if phone is None:
                 raise
-            return _judge(trajectory, None)  # the phone left: judge what was recorded
+            return _judge(trajectory, None, claim)  # the phone left: judge what was recorded
     except (DatabaseError, SoftTimeLimitExceeded):
         # The database or the task's time, not the trajectory, failed: the next sweep takes it.
-        Trajectory.objects.filter(pk=trajectory.pk, verdict=Outcome.PENDING).update(judging_since=None)
+        Trajectory.objects.filter(pk=trajectory.pk, verdict=Outcome.PENDING, judging_since=claim).update(
+            judging_since=None)
         raise
     except Exception as error:
         log.exception("trajectory %s could not be judged", trajectory.pk)
-        return flag_for_people(trajectory, f"not judged: {type(error).__name__}: {error}")
+        return flag_for_people(trajectory, f"not judged: {type(error).__name__}: {error}", claim=claim)
 
 
-def flag_for_people(trajectory: Trajectory, reason: str) -> Verdict:
+def flag_for_people(trajectory: Trajectory, reason: str, claim=None) -> Verdict | None:
     """No HTSC verdict: record why and send it to human adjudication (never to SFT)."""
     reason = reason[:300]
     with transaction.atomic():
+        if not _claim_still_held(trajectory, claim):
+            return None
         Trajectory.objects.filter(pk=trajectory.pk).update(flag=reason)
         trajectory.flag = reason
         verdict = Verdict.objects.create(trajectory=trajectory, outcome=Outcome.UNDETERMINED,
@@ -143,7 +163,7 @@ def flag_for_people(trajectory: Trajectory, reason: str) -> Verdict:
     return verdict
 
 
-def _judge(trajectory: Trajectory, phone: PhoneConnection | None) -> Verdict:
+def _judge(trajectory: Trajectory, phone: PhoneConnection | None, claim=None) -> Verdict | None:
     """Run the safety checklist and the three systems, vote, persist and route."""
     view = trajectory_view(trajectory)
     blocked = {s.index for s in trajectory.steps.all() if (s.audit or {}).get("blocked")}
@@ -161,6 +181,8 @@ def _judge(trajectory: Trajectory, phone: PhoneConnection | None) -> Verdict:
     rationale = (f"safety veto: {violation}" if violation else
                  "; ".join(f"{v.system}={v.vote}: {v.rationale}" for v in votes))
     with transaction.atomic():
+        if not _claim_still_held(trajectory, claim):
+            return None
         Vote.objects.bulk_create(Vote(trajectory=trajectory, system=v.system, vote=v.vote,
                                       safety_violation=v.safety_violation, rationale=v.rationale,
                                       details=v.details) for v in votes)

@@ -110,3 +110,35 @@ def test_a_lease_lost_before_the_trajectory_starts_does_not_even_reset_the_phone
     assert run(trajectory, phone, device, lease, SlowPolicy(seconds=0)) == "lease lost"
     assert phone.foreground()["package"] == "com.android.settings"  # not force-stopped, not sent Home
     assert not trajectory.steps.exists()
+
+
+def test_a_judge_that_outlasts_the_lease_still_settles_the_item_without_recovery(farm_settings, settings, monkeypatch):
+    """The phone stays the item's while its finished trajectory is judged: a slow judge (here 3 s
+    against a 1 s lease) neither loses the lease nor leaves the item assigned for recovery to find."""
+    import threading
+
+    from devices.models import WorkItem
+    from flywheel.collection import runs
+
+    settings.COLLECTION_LEASE_SECONDS = 1
+    discover_devices()
+    make_query("slow-judge", tags=("slow-judge",))
+    run_ = runs.launch_run("automatic", {"tags": ["slow-judge"]}, config={"phones": 1, "max_steps": 3},
+                           dispatch=False)
+    device = Device.objects.filter(adb_server=farm_settings.address).order_by("serial").first()
+    slow_route = runs.route_ended
+
+    def judged_slowly(trajectory, phone):
+        time.sleep(3)
+        return slow_route(trajectory, phone)
+
+    monkeypatch.setattr(runs, "route_ended", judged_slowly)
+    lease = leases.acquire(device, holder=f"collection:run:{run_.pk}", ttl=runs.lease_ttl())
+    runs.drive_phone(run_.pk, device, lease, threading.Event())
+    item = WorkItem.objects.get(kind=runs.run_kind(run_))
+    trajectory = Trajectory.objects.get(run=run_)
+    assert item.status == "done" and item.payload["trajectories"] == [trajectory.pk], item.note
+    assert trajectory.status == "completed" and trajectory.destination, (trajectory.status, trajectory.stop_reason)
+    assert runs.CollectionRun.objects.get(pk=run_.pk).status == "done"
+    lease.refresh_from_db()
+    assert lease.released_at is not None  # released by the driver at the end, not lapsed and taken over

@@ -137,11 +137,36 @@ def holder_died_with(farm_settings, stop_reason):
 def test_an_item_whose_trajectory_ended_before_its_holder_died_is_done_not_collected_again(farm_settings):
     from flywheel.collection.runs import recover_interrupted
 
-    run, item, _trajectory, _device = holder_died_with(farm_settings, "terminate: success")
+    from django.utils import timezone
+
+    run, item, trajectory, _device = holder_died_with(farm_settings, "terminate: success")
+    Trajectory.objects.filter(pk=trajectory.pk).update(judging_since=timezone.now())  # it died judging it
     summary = recover_interrupted()
     item.refresh_from_db()
     assert item.status == "done" and summary["work_items"] == 0 and summary["redispatched"] == []
     assert CollectionRun.objects.get(pk=run.pk).status == "done"
+    trajectory.refresh_from_db()  # judged now, not when the dead judge's claim runs out (15 min)
+    assert summary["judged"] == 1 and trajectory.verdict != "pending" and trajectory.destination
+
+
+def test_a_judge_whose_trajectory_was_taken_over_writes_nothing(farm_settings):
+    """A host cut off mid-judging comes back after recovery judged its trajectory: its verdict is dropped."""
+    from datetime import timedelta
+
+    from flywheel.evaluation.pipeline import _judge, claim_for_judging
+    from flywheel.models import Verdict, Vote
+
+    _run, _item, trajectory, _device = holder_died_with(farm_settings, "terminate: success")
+    cut_off = claim_for_judging(trajectory)
+    assert claim_for_judging(trajectory) is None  # held: a second judge keeps off
+    recovery = claim_for_judging(trajectory, now=cut_off + timedelta(seconds=1), take_over=True)
+    assert recovery is not None
+    assert _judge(trajectory, None, cut_off) is None
+    assert not Verdict.objects.filter(trajectory=trajectory).exists() and not Vote.objects.filter(
+        trajectory=trajectory).exists()
+    assert _judge(trajectory, None, recovery) is not None
+    trajectory.refresh_from_db()
+    assert Verdict.objects.filter(trajectory=trajectory).count() == 1 and trajectory.destination
 
 
 def test_an_item_is_stranded_when_its_phone_is_leased_again_to_someone_else(farm_settings):
