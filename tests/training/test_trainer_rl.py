@@ -4,7 +4,6 @@ training/rules/objective.py; the update raises the log-probability of the respon
 advantage and lowers those with a negative one; the KL to the reference starts at 0."""
 import json
 import random
-import subprocess
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -13,8 +12,8 @@ import pytest
 import torch
 
 from flywheel.policies.protocol import format_output
-from tests.conftest import BIN, ROOT
-from tests.training.test_trainer_sft import step_sample, trainer_env
+from tests.conftest import BIN
+from tests.training.test_trainer_sft import run_torchrun, step_sample
 from training.rules.objective import clipped_term, grpo_objective, kl_k3
 from training.trainer import data as samples_io
 from training.trainer.rl import main as rl_main
@@ -163,9 +162,7 @@ def test_empty_or_inconsistent_rollouts_fail_clearly(tmp_path):
 def test_the_update_under_torchrun_with_two_ranks_is_the_single_process_update(tmp_path):
     rollouts = make_rollouts(tmp_path / "rollouts")
     config = write_config(tmp_path / "two", rollouts)
-    result = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m",
-                             "training.trainer.rl", "--config", str(config)], cwd=ROOT, env=trainer_env(),
-                            capture_output=True, text=True, timeout=240)
+    result = run_torchrun("training.trainer.rl", config)
     assert result.returncode == 0, result.stderr[-4000:]
     single = write_config(tmp_path / "one", rollouts)
     assert rl_main(["--config", str(single)]) == 0

@@ -103,6 +103,23 @@ def trainer_env() -> dict:
     return dict(os.environ, PYTHONPATH=str(ROOT), TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="2")
 
 
+def run_torchrun(module: str, config, timeout=300) -> subprocess.CompletedProcess:
+    """Two gloo ranks on this machine: on loopback (other suites add and remove network interfaces),
+    one thread each on 2 cores; a hang fails with what the ranks printed, and takes the ranks down."""
+    env = dict(trainer_env(), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+    argv = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m", module, "--config", str(config)]
+    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+        return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        output = stdout[-3000:], stderr[-3000:]
+        raise AssertionError(f"torchrun {module} did not finish in {timeout} s: {output}") from None
+
+
 @pytest.fixture(scope="module")
 def export(tmp_path_factory):
     return make_export(tmp_path_factory.mktemp("snapshot"), count=8)
@@ -283,9 +300,7 @@ def test_a_run_killed_mid_epoch_resumes_from_its_checkpoint(tmp_path, export):
 @pytest.mark.skipif(not (BIN / "torchrun").exists(), reason="torchrun is not installed in this environment")
 def test_torchrun_trains_with_two_gloo_ranks(tmp_path, export):
     config = write_config(tmp_path, export, max_steps=2, batch_size=4, save_every=100)
-    result = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m",
-                             "training.trainer.sft", "--config", str(config)], cwd=ROOT, env=trainer_env(),
-                            capture_output=True, text=True, timeout=240)
+    result = run_torchrun("training.trainer.sft", config)
     assert result.returncode == 0, result.stderr[-4000:]
     status = read_status(config.parent)
     assert status["state"] == "done" and status["step"] == 2 and status["world_size"] == 2

@@ -135,9 +135,9 @@ def holder_died_with(farm_settings, stop_reason):
 
 
 def test_an_item_whose_trajectory_ended_before_its_holder_died_is_done_not_collected_again(farm_settings):
-    from flywheel.collection.runs import recover_interrupted
-
     from django.utils import timezone
+
+    from flywheel.collection.runs import recover_interrupted
 
     run, item, trajectory, _device = holder_died_with(farm_settings, "terminate: success")
     Trajectory.objects.filter(pk=trajectory.pk).update(judging_since=timezone.now())  # it died judging it
