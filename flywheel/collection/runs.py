@@ -215,8 +215,8 @@ def metabolize_rl_run(run):
 
 
 def collect_item(run, item, device, lease):
-    """One work item: a trajectory from a fresh reset to its verdict. Returns (trajectory, whether
-    this holder ended it): one that recovery ended meanwhile is recovery's to settle."""
+    """One work item: a trajectory from a fresh reset to its verdict. Returns whether this holder
+    ended it: one that recovery ended meanwhile is recovery's to settle."""
     query = Query.objects.get(pk=item.payload["query_id"])
     recollection_of = item.payload.get("recollection_of")
     trajectory = Trajectory.objects.create(query=query, run=run, device=device, line=run.line,
@@ -239,12 +239,12 @@ def collect_item(run, item, device, lease):
         finish_trajectory(trajectory, f"interrupted: {type(error).__name__}: {error}", phone=None)
         raise
     if not end_trajectory(trajectory, reason):
-        return trajectory, False  # recovery ended and routed it while this worker was cut off
+        return False  # recovery ended and routed it while this worker was cut off
     # Judging may outlast the lease (a slow judge, a short lease): the phone stays this item's until
     # it is routed, so nobody else takes it meanwhile and recovery does not count this holder dead.
     with leases.kept_alive(lease, ttl=lease_ttl()):
         route_ended(trajectory, phone)
-    return trajectory, True
+    return True
 
 
 def lease_ttl():
@@ -264,9 +264,10 @@ def drive_phone(run_id, device, lease, stop_event, deadline=float("inf")):
             if item is None:
                 break
             try:
-                _trajectory, ended_here = collect_item(run, item, device, lease)
-                if ended_here:  # else recovery settled it (and finish would be a no-op): never twice
-                    scheduling.finish(item, ok=True)  # a cut-short trajectory was re-collected by its routing
+                # Settled here only if this holder ended its trajectory, else by recovery: never twice.
+                # (A trajectory cut short by a lost lease is re-collected by its routing.)
+                if collect_item(run, item, device, lease):
+                    scheduling.finish(item, ok=True)
             except PhoneLost as error:
                 # The phone dropped: quarantine it and give its query to another phone.
                 health.quarantine(Device.objects.get(pk=device.pk), by="auto", reason=f"lost mid-run: {error}")
