@@ -1,10 +1,10 @@
-# The two commands: `make up` runs the console, `make test` runs the whole suite.
+# The two commands: `make up` runs the console, `make test` runs the whole suite (`make test-fast`: no process tiers).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up central phone-host worker test install install-training clean-venv flywheel-demo
+.PHONY: up central phone-host worker test test-fast install install-training clean-venv flywheel-demo
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ worker: $(STAMP)
 
 test: $(STAMP) $(TRAINING_STAMP)
 	$(PY) scripts/run_tests.py $(ARGS)
+
+# The inner loop: the pure and database tiers, every test that starts no process (README, Tests).
+test-fast: $(STAMP) $(TRAINING_STAMP)
+	$(PY) scripts/run_tests.py --fast $(ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,7 +1,8 @@
 """The semi-automatic session page (§2.3.2): a person verifies, step by step, what a policy proposes.
 
 The engine is flywheel/collection/semi_auto.py; these views only take requests, check who may act, and
-answer pages or JSON. Drawing, dragging and keyboard shortcuts live in static/js/session.js.
+answer pages or JSON. Drawing, dragging and keyboard shortcuts live in static/js/session.js and the
+action editor it shares with the repair page, static/js/action_editor.js.
 """
 import json
 
@@ -19,8 +20,8 @@ from flywheel.collection.edits import EditError
 from flywheel.collection.semi_auto import SessionError
 from flywheel.models import Line, ModelVersion, Query, Trajectory
 from flywheel.policies.protocol import TAGS
+from flywheel.rules.stops import StopKind
 
-LEFT_THE_PAGE = "left the page"
 SHORTCUTS = [
     ("Enter", "confirm and execute the action"), ("Ctrl+Enter", "confirm while typing in a field"),
     ("Z / Ctrl+Z", "undo the last edit (not yet executed)"), ("Esc", "back to the proposal"),
@@ -71,7 +72,7 @@ def take_next(request):
 def _must_take_the_phone_again(trajectory) -> bool:
     """The page was left, or the lease expired: the session picks up again by POST (session_prepare)."""
     if trajectory.status == Trajectory.Status.PAUSED:
-        return trajectory.stop_reason == LEFT_THE_PAGE
+        return trajectory.stop_kind == StopKind.LEFT_THE_PAGE
     return trajectory.status == Trajectory.Status.RUNNING and semi_auto.live_lease(trajectory) is None
 
 
@@ -205,7 +206,7 @@ def leave(request, pk):
     """The page is closing (sendBeacon): free the phone now instead of waiting for expiry."""
     trajectory = _own_trajectory(request, pk)
     if trajectory.status == Trajectory.Status.RUNNING:
-        semi_auto.pause(trajectory, reason=LEFT_THE_PAGE)
+        semi_auto.pause(trajectory, semi_auto.LEFT_THE_PAGE)
     return JsonResponse({"status": trajectory.status})
 
 

@@ -58,7 +58,7 @@ def tree_list(request):
     rows = [{"app": app, "coverage": by_app.get(app.pk)} for app in apps]
     return render(request, "annotation/tree_list.html", {
         "rows": rows, "overall": coverage(), "can_build": has_role(request.user, MANAGER),
-        "versions": ModelVersion.objects.filter(kind="endpoint").order_by("name")})
+        "versions": ModelVersion.objects.filter(kind=ModelVersion.Kind.ENDPOINT).order_by("name")})
 
 
 @role_required(*PRUNERS)
@@ -74,7 +74,7 @@ def build(request, app_id):
     app = get_object_or_404(App, pk=app_id)
     version = None
     if request.POST.get("model_version"):
-        version = get_object_or_404(ModelVersion, pk=request.POST["model_version"], kind="endpoint")
+        version = get_object_or_404(ModelVersion, pk=request.POST["model_version"], kind=ModelVersion.Kind.ENDPOINT)
     summary = function_tree.build_tree_from_gem(app, model_version=version)
     _index_later(app)
     for problem in summary["problems"]:

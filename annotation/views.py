@@ -22,5 +22,5 @@ def my_queue(request):
         "open_next": open_pool.only(*shown).prefetch_related(Prefetch(
             "app_links", QueryApp.objects.select_related("app").only("query_id", "position", "app__package")))[:20],
         "in_progress": in_progress,
-        "policies": [default_policy_version(), *ModelVersion.objects.filter(kind="endpoint").order_by("name")],
+        "policies": [default_policy_version(), *ModelVersion.objects.filter(kind=ModelVersion.Kind.ENDPOINT).order_by("name")],
     })

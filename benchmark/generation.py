@@ -44,7 +44,7 @@ from benchmark.rules.quotas import (
     select_against_quota,
     within_quota,
 )
-from flywheel.models import App, Edge, GemPage, GenerationRun, Query
+from flywheel.models import App, Edge, GemPage, GenerationRun, ModelVersion, Query
 from flywheel.queries import generation, generation_runs
 from flywheel.queries.vocabulary import TIER_SUBCLASSES
 
@@ -368,7 +368,7 @@ def generate_against_quota(benchmark: Benchmark, user=None, model_version=None, 
     problems = quota_problems(table) or ([] if table.get("size") else ["size: the number of queries to generate"])
     if problems:
         raise versions.VersionError("quota table: " + "; ".join(problems))
-    if model_version is not None and model_version.kind != "endpoint":
+    if model_version is not None and model_version.kind != ModelVersion.Kind.ENDPOINT:
         raise versions.VersionError(f"{model_version.name} is not an endpoint model; choose an endpoint or offline")
     facts = Facts()
     if not facts.apps:

@@ -24,11 +24,12 @@ from devices.models import Device
 from devices.phone import PhoneUnavailable
 from flywheel.collection.recollection import recollect
 from flywheel.collection.runs import cancel_run, dispatch_run, launch_run
-from flywheel.console.events import publish
 from flywheel.evaluation.terminal_checks import read_and_compare
-from flywheel.models import CollectionRun, Line, Outcome, Trajectory
+from flywheel.events import publish
+from flywheel.models import CollectionRun, Line, ModelVersion, Outcome, Trajectory
 from flywheel.policies import check_endpoint_health, unservable_reason
 from flywheel.policies.protocol import system_prompt
+from flywheel.rules.stops import StopKind, holder_went_away
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,9 @@ DEFAULT_INFER = {"max_steps": 25, "timeout_s": 300, "screenshots_k": 5, "seed": 
                  "recollect_limit": 3}
 # Fixed for every evaluation (not overridable): a benchmark measures the model alone.
 EVALUATION_ONLY = {"anomaly_rates": {}, "teacher_takeover_after": 0, "clarify_wait_s": 0, "repeats": 1}
-ENDPOINT_FAILURES = ("policy error: the endpoint failed", "policy error: the endpoint call was refused",
-                     "policy error: the endpoint answered HTTP 5")
-ENVIRONMENT_FAILURES = ("reset failed", "action failed", "lease lost", "interrupted", "blocked by the safety audit")
+# The environment broke it (the reset, the audit's executor, the collection code): collected again.
+ENVIRONMENT_FAILURES = frozenset({StopKind.RESET_FAILED, StopKind.ACTION_FAILED, StopKind.LEASE_LOST,
+                                  StopKind.BLOCKED, StopKind.CRASHED})
 
 
 class EvaluationRefused(Exception):
@@ -117,18 +118,18 @@ def launch_evaluation(benchmark: Benchmark, model_version, split: str = "all", c
     return evaluation
 
 
-def classify_stop(stop_reason: str, flag: str) -> str:
+def classify_stop(stop_kind: str) -> str:
     """What ended a benchmark rollout: initial_state, endpoint, phone_lost (the phone or its worker
     went away), environment, cancelled, or finished (the model's own doing: scored)."""
-    if flag and "success check already passed" in flag:
+    if stop_kind == StopKind.ALREADY_DONE:
         return "initial_state"
-    if stop_reason.startswith(ENDPOINT_FAILURES):
+    if stop_kind == StopKind.ENDPOINT_FAILED:
         return "endpoint"
-    if stop_reason.startswith(("phone lost", "interrupted: the worker stopped")):
+    if holder_went_away(stop_kind):
         return "phone_lost"  # the collection run re-queues the work item itself
-    if stop_reason.startswith("cancelled"):
+    if stop_kind == StopKind.CANCELLED:
         return "cancelled"
-    if stop_reason.startswith(ENVIRONMENT_FAILURES):
+    if stop_kind in ENVIRONMENT_FAILURES:
         return "environment"
     return "finished"
 
@@ -157,8 +158,8 @@ def record_benchmark_rollout(trajectory: Trajectory, phone):
         log.warning("benchmark trajectory %s has no evaluation run; it is left unjudged", trajectory.pk)
         return None
     item = evaluation.benchmark.items.get(query_id=trajectory.query_id)
-    trajectory.refresh_from_db(fields=["flag", "stop_reason", "status"])
-    kind = classify_stop(trajectory.stop_reason, trajectory.flag)
+    trajectory.refresh_from_db(fields=["flag", "stop_kind", "stop_reason", "status"])
+    kind = classify_stop(trajectory.stop_kind)
     actions = [s.executed_action for s in trajectory.steps.exclude(executed_action__isnull=True).order_by("index")]
     evidence = {"stop_reason": trajectory.stop_reason, "stop_kind": kind, "actions": actions, "terminal": None}
     if kind == "finished" and phone is not None:
@@ -230,9 +231,7 @@ def refresh_evaluation(evaluation_id: int):
 
 
 def _open_rollouts(run) -> bool:
-    from flywheel.collection.runs import open_items_of_run
-
-    return CollectionRun.objects.filter(pk=run.pk).filter(open_items_of_run()).exists()
+    return CollectionRun.objects.filter(pk=run.pk).with_open_work().exists()
 
 
 def pause_evaluation(evaluation: EvalRun, reason: str):
@@ -252,7 +251,7 @@ def resume_evaluation(evaluation: EvalRun, check_endpoint: bool = True) -> str:
     if evaluation.status != EvalRun.Status.PAUSED:
         return f"the run is {evaluation.get_status_display().lower()}, not paused"
     version = evaluation.model_version
-    if check_endpoint and version.kind == "endpoint":
+    if check_endpoint and version.kind == ModelVersion.Kind.ENDPOINT:
         health = check_endpoint_health(version.endpoint_url, model=version.served_model_name)
         if not health.get("ok"):
             return f"the model endpoint still does not answer: {health.get('error') or health}"

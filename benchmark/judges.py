@@ -30,7 +30,8 @@ from benchmark.rules.scoring import (
     partial_credit,
     unanimous_verdict,
 )
-from flywheel.evaluation.llm_judge import JudgeUnavailable, path_vote
+from flywheel.endpoints.chat import JudgeUnavailable
+from flywheel.evaluation.llm_judge import path_vote
 from flywheel.evaluation.pipeline import safety_checklist, trajectory_view
 from flywheel.evaluation.system_b import calibrated_thresholds as b_thresholds
 from flywheel.evaluation.system_b import system_b_vote
@@ -44,8 +45,8 @@ TO_OUTCOME = {SUCCESS: Outcome.TRUE, FAILURE: Outcome.FALSE, ENV_ERROR: Outcome.
 
 
 def vlm_judges() -> list[ModelVersion]:
-    names = [n.strip() for n in getattr(settings, "BENCHMARK_VLM_JUDGES", []) if n.strip()]
-    return list(ModelVersion.objects.filter(name__in=names, kind="endpoint").order_by("name"))
+    names = [n.strip() for n in settings.BENCHMARK_VLM_JUDGES if n.strip()]
+    return list(ModelVersion.objects.filter(name__in=names, kind=ModelVersion.Kind.ENDPOINT).order_by("name"))
 
 
 def judge_roster() -> list[dict]:
@@ -86,7 +87,7 @@ def run_judges(result: EvalResult, roster: list[dict]) -> tuple[list[dict], dict
                 system = rules_vote(view, judge.get("thresholds") or {})
                 vote, why = SYSTEM_VOTES[system.vote], system.rationale
             elif name.startswith("vlm:"):
-                version = ModelVersion.objects.filter(name=name[4:], kind="endpoint").first()
+                version = ModelVersion.objects.filter(name=name[4:], kind=ModelVersion.Kind.ENDPOINT).first()
                 if version is None:
                     vote, why = ABSTAIN, "the judge's model version is no longer registered"
                 else:

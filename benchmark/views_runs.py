@@ -18,6 +18,7 @@ from benchmark.infer import cancel_evaluation, resume_evaluation
 from benchmark.judges import record_expert_verdict
 from benchmark.models import Benchmark, BenchmarkItem, EvalResult, EvalRun
 from benchmark.views_charts import dimension_chart, dimension_rows
+from flywheel.polling import render_live
 
 LIVE = (EvalRun.Status.QUEUED, EvalRun.Status.RUNNING, EvalRun.Status.JUDGING, EvalRun.Status.PAUSED)
 STOPPABLE = (EvalRun.Status.QUEUED, EvalRun.Status.RUNNING, EvalRun.Status.PAUSED)
@@ -51,10 +52,8 @@ def eval_run_detail(request, eval_run_id):
     evaluation = get_object_or_404(EvalRun.objects.select_related("benchmark", "model_version", "created_by"),
                                    pk=eval_run_id)
     context = run_context(evaluation)
-    if request.headers.get("HX-Request"):
-        # 286 tells htmx to stop polling once the run is over.
-        return render(request, "benchmark/_run_live.html", context, status=200 if context["live"] else 286)
-    return render(request, "benchmark/run_detail.html", context)
+    return render_live(request, "benchmark/run_detail.html", context, live=context["live"],
+                       panel="benchmark/_run_live.html")
 
 
 @role_required(MANAGER)

@@ -1,7 +1,6 @@
 """Settings come from the environment; every one has a working default (README: Environment)."""
 import os
 import secrets
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -125,10 +124,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Prefix for every Redis key of Celery and Channels, so test runs sharing one Redis stay apart.
+# A test session sets its own (the worker and web processes it starts inherit the environment).
 REDIS_KEY_PREFIX = os.environ.get("FLYWHEEL_KEY_PREFIX", "")
-if not REDIS_KEY_PREFIX and "pytest" in sys.modules:
-    # A test session gets its own keys; the worker and web processes it starts inherit them.
-    REDIS_KEY_PREFIX = os.environ["FLYWHEEL_KEY_PREFIX"] = f"test{os.getpid()}:"
 
 CHANNEL_LAYERS = {
     "default": {
@@ -255,12 +252,29 @@ ADB_SERVERS = list(ADB_ROUTES)
 # marked offline (and its work goes to the other hosts) until it speaks again.
 PHONE_HOST_HEARTBEAT_S = float(os.environ.get("PHONE_HOST_HEARTBEAT_S", "5"))
 PHONE_HOST_STALE_S = float(os.environ.get("PHONE_HOST_STALE_S", "30"))
+# Live screens (devices/streaming/, README: Live screens): where pictures come from (auto, scrcpy,
+# minicap or screencap), the fastest a viewer gets them, how old a frame an input may be aimed at,
+# the threads for blocking phone I/O and encoding, and the phone-side encoders' files and options.
+STREAM_SOURCE = os.environ.get("STREAM_SOURCE", "auto")
+STREAM_MAX_FPS = float(os.environ.get("STREAM_MAX_FPS", "60"))
+STREAM_STALE_INPUT_MS = float(os.environ.get("STREAM_STALE_INPUT_MS", "2000"))
+STREAM_THREADS = int(os.environ.get("STREAM_THREADS", "32"))
+SCRCPY_SERVER_JAR = os.environ.get("SCRCPY_SERVER_JAR", "")  # empty: the copy provisioned on the phone
+SCRCPY_SERVER_VERSION = os.environ.get("SCRCPY_SERVER_VERSION", "2.4")
+SCRCPY_MAX_SIZE = int(os.environ.get("SCRCPY_MAX_SIZE", "1280"))
+MINICAP_DIR = os.environ.get("MINICAP_DIR", "")  # empty: the copy provisioned on the phone
+MINICAP_QUALITY = int(os.environ.get("MINICAP_QUALITY", "80"))
 # An OpenAI-compatible model version (by name) that judges for HTSC Systems B and C; rules otherwise.
 JUDGE_MODEL_VERSION = os.environ.get("JUDGE_MODEL_VERSION", "")
+# Calibration rounds (flywheel/evaluation/calibration.py): adjudicated trajectories needed before
+# thresholds move, the most a round reads, and how many become examples in the LLM judge's prompt.
+CALIBRATION_MIN_CASES = int(os.environ.get("CALIBRATION_MIN_CASES", "5"))
+CALIBRATION_MAX_CASES = int(os.environ.get("CALIBRATION_MAX_CASES", "300"))
+CALIBRATION_JUDGE_EXAMPLES = int(os.environ.get("CALIBRATION_JUDGE_EXAMPLES", "4"))
 # The benchmark's VLM judges (§4.3): names of registered endpoint model versions, comma-separated;
 # each rules beside the offline rule-set judges, and all must agree.
 BENCHMARK_VLM_JUDGES = [n for n in os.environ.get("BENCHMARK_VLM_JUDGES", "").split(",") if n.strip()]
-# Model endpoints (flywheel/policies/url_safety.py): link-local/metadata addresses are always refused;
+# Model endpoints (flywheel/endpoints/url_safety.py): link-local/metadata addresses are always refused;
 # these CIDRs, when set, narrow the rest (e.g. "10.0.0.0/8,127.0.0.0/8"). Replies are size-capped.
 MODEL_ENDPOINT_ALLOWED_NETWORKS = env_list("MODEL_ENDPOINT_ALLOWED_NETWORKS", "")
 MODEL_ENDPOINT_MAX_REPLY_BYTES = int(os.environ.get("MODEL_ENDPOINT_MAX_REPLY_BYTES", str(8 * 1024 * 1024)))
@@ -286,12 +300,15 @@ COLLECTION_REDISPATCH_AFTER_S = int(os.environ.get("COLLECTION_REDISPATCH_AFTER_
 # A GEM edge an Env_ERROR broke is left out of path queries this long, then re-checked on a phone
 # (flywheel/queries/gem_feedback.py); each failed re-check doubles the wait, up to a day.
 GEM_EDGE_COOLDOWN_S = int(os.environ.get("GEM_EDGE_COOLDOWN_S", "1800"))
-# Same page or new page during exploration (flywheel/queries/page_identity.py): at most this many
+# Same page or new page during exploration (flywheel/screens/page_identity.py): at most this many
 # differing pHash bits (of 64) and this layout distance (Jaccard, 0..1); App.page_identity overrides.
 GEM_PHASH_DISTANCE = int(os.environ.get("GEM_PHASH_DISTANCE", "12"))
 GEM_LAYOUT_DISTANCE = float(os.environ.get("GEM_LAYOUT_DISTANCE", "0.25"))
 # An exploration run whose heartbeat is older than this is dispatched again by beat.
 EXPLORATION_STALE_AFTER_S = int(os.environ.get("EXPLORATION_STALE_AFTER_S", "120"))
+# After each action the explorer waits this long before it reads the screen (a real phone's
+# transition); the virtual farm draws an input's result before the command returns.
+EXPLORATION_SETTLE_S = float(os.environ.get("EXPLORATION_SETTLE_S", "0.05"))
 
 # The repair side (§2.5): the Teacher (an endpoint model version's name; empty: the offline
 # GEM / known-path Teacher), how sure it must be before its correction is trusted without a
@@ -300,6 +317,10 @@ TEACHER_MODEL_VERSION = os.environ.get("TEACHER_MODEL_VERSION", "")
 ECDM_TEACHER_MIN_CONFIDENCE = float(os.environ.get("ECDM_TEACHER_MIN_CONFIDENCE", "0.6"))
 ECDM_RECUR_MIN_TRAJECTORIES = int(os.environ.get("ECDM_RECUR_MIN_TRAJECTORIES", "3"))
 ECDM_RECUR_MIN_QUERIES = int(os.environ.get("ECDM_RECUR_MIN_QUERIES", "2"))
+# Counterfactual derivation (flywheel/repair/counterfactual.py): adversarial queries derived per
+# recurring class, and the cosine a failure naming no capability needs to join a class of its cause.
+ECDM_DERIVE_PER_CLASS = int(os.environ.get("ECDM_DERIVE_PER_CLASS", "6"))
+ECDM_CLASS_SIMILARITY = float(os.environ.get("ECDM_CLASS_SIMILARITY", "0.75"))
 ECDM_AUTOMATIC = env_bool("ECDM_AUTOMATIC", True)
 # A Teacher's or person's step correction is replayed on a phone (prefix, correction, continuation).
 ECDM_REPLAY = env_bool("ECDM_REPLAY", True)
@@ -321,6 +342,8 @@ TRAINING_BASE_MODEL = os.environ.get("TRAINING_BASE_MODEL", "")
 TRAINING_LOOP_CONFIG = os.environ.get("TRAINING_LOOP_CONFIG", "{}")
 # A pool larger than this is exported by a training worker instead of in the request.
 TRAINING_SNAPSHOT_SYNC_ROWS = int(os.environ.get("TRAINING_SNAPSHOT_SYNC_ROWS", "500"))
+# An RL run's rollouts (training/rl_round.py): phones they are collected on, and how long they may take.
+TRAINING_ROLLOUT_PHONES = int(os.environ.get("TRAINING_ROLLOUT_PHONES", "4"))
 TRAINING_ROLLOUT_TIMEOUT_S = float(os.environ.get("TRAINING_ROLLOUT_TIMEOUT_S", str(3 * 3600)))
 # The environment service (training/env_service.py) over leased phones, for external RL frameworks.
 ENV_SERVICE_TOKEN = os.environ.get("ENV_SERVICE_TOKEN", "")

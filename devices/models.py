@@ -90,6 +90,12 @@ class Lease(models.Model):
         return self.released_at is None and self.expires_at > timezone.now()
 
 
+class WorkItemQuerySet(models.QuerySet):
+    def open(self):
+        """Queued or assigned: work not finished yet (its phone may still be driving it)."""
+        return self.filter(status__in=WorkItem.OPEN)
+
+
 class WorkItem(models.Model):
     """Work waiting for a phone. An idle phone pulls the next item its profile satisfies."""
 
@@ -99,6 +105,8 @@ class WorkItem(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
+
+    OPEN = (Status.QUEUED, Status.ASSIGNED)
 
     kind = models.CharField(max_length=40, help_text="what the holder will do, e.g. 'collect'")
     payload = models.JSONField(default=dict, blank=True, help_text="opaque to this layer")
@@ -115,6 +123,8 @@ class WorkItem(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     assigned_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = WorkItemQuerySet.as_manager()
 
     class Meta:
         ordering = ["-priority", "created_at"]

@@ -57,7 +57,7 @@ class VoteInline(admin.TabularInline):
 @admin.register(m.Trajectory)
 class TrajectoryAdmin(admin.ModelAdmin):
     list_display = ["id", "query", "line", "status", "verdict", "destination", "started_at"]
-    list_filter = ["line", "status", "verdict", "destination"]
+    list_filter = ["line", "status", "stop_kind", "verdict", "destination"]
     raw_id_fields = ["query", "run", "device", "model_version", "annotator"]
     inlines = [StepInline, VoteInline]
 

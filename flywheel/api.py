@@ -12,6 +12,9 @@ from accounts.api import model_serializer, role_viewset
 from accounts.roles import ADJUDICATOR, ADMIN, ANNOTATOR, MANAGER
 from flywheel import access
 from flywheel import models as m
+from flywheel.collection.run_config import clean_launch
+from flywheel.collection.runs import cancel_run, launch_run, select_queries, selection_hint
+from flywheel.policies import unservable_reason
 from flywheel.queries.jsonl import ImportProblem, QueryImportError, export_queries, import_queries
 from flywheel.queries.uploads import ImportTooLarge, check_declared_size, check_text, read_stream, read_upload
 from flywheel.queries.vocabulary import vocabulary_errors
@@ -106,9 +109,6 @@ class CollectionRunSerializer(model_serializer(m.CollectionRun, read_only=(
         "status", "total", "completed", "created_by", "celery_task_id", "finished_at"))):
     def validate(self, attrs):
         """The run form's own check (run_config.clean_launch), then: something must match."""
-        from flywheel.collection.run_config import clean_launch
-        from flywheel.collection.runs import select_queries, selection_hint
-
         try:
             line, query_filter, config = clean_launch(attrs.get("line"), attrs.get("query_filter") or {},
                                                       attrs.get("config") or {})
@@ -116,8 +116,6 @@ class CollectionRunSerializer(model_serializer(m.CollectionRun, read_only=(
             raise serializers.ValidationError(error.messages)
         if not select_queries(query_filter).exists():
             raise serializers.ValidationError(f"No query matches that selection. {selection_hint()}")
-        from flywheel.policies import unservable_reason
-
         if unservable_reason(attrs.get("model_version")):
             raise serializers.ValidationError(unservable_reason(attrs["model_version"]))
         return {**attrs, "line": line, "query_filter": query_filter, "config": config}
@@ -132,16 +130,12 @@ class CollectionRunViewSet(_CollectionRunBase):
 
     def perform_create(self, serializer):
         """Creating a run launches it: work items are planned and sent to the phone hosts."""
-        from flywheel.collection.runs import launch_run
-
         data = serializer.validated_data
         serializer.instance = launch_run(data["line"], data["query_filter"], data.get("model_version"),
                                          data["config"], user=self.request.user)
 
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        from flywheel.collection.runs import cancel_run
-
         run = self.get_object()
         cancel_run(run)
         run.refresh_from_db()

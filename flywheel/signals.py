@@ -3,6 +3,8 @@ import logging
 
 from django.dispatch import Signal
 
+from flywheel.models import CollectionRun, Trajectory
+
 log = logging.getLogger(__name__)
 
 # Sent after a trajectory's destination is committed.
@@ -12,8 +14,6 @@ trajectory_routed = Signal()
 
 def announce_routed(trajectory_id: int, outcome: str, reason: str = "") -> None:
     """Tell the listeners; one that fails is logged and does not undo or stop routing."""
-    from flywheel.models import Trajectory
-
     for receiver, result in trajectory_routed.send_robust(
             sender=Trajectory, trajectory_id=trajectory_id, outcome=outcome, reason=reason):
         if isinstance(result, Exception):
@@ -26,8 +26,6 @@ run_progressed = Signal()
 
 
 def announce_progress(run_id: int, line: str) -> None:
-    from flywheel.models import CollectionRun
-
     for receiver, result in run_progressed.send_robust(sender=CollectionRun, run_id=run_id, line=line):
         if isinstance(result, Exception):
             log.error("run %s progressed: %s failed: %r", run_id, receiver, result)

@@ -1,9 +1,21 @@
-"""Celery tasks of the data engine."""
+"""Celery tasks of the data engine: thin wrappers on top of the stages, registered by name.
+
+The stages do not import this module: one that starts work in the background asks the Celery app
+for the task by the name flywheel/jobs.py keeps (README "Layout").
+"""
 import socket
+from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
+
+from flywheel import jobs, tallies
+from flywheel.collection import runs
+from flywheel.evaluation import pipeline
+from flywheel.models import EvolutionLoop, Trajectory
+from flywheel.pools import ledger_snapshot
+from flywheel.repair import counterfactual, ecdm, loop, step_correction
 
 
 @shared_task(name="flywheel.tasks.ping")
@@ -18,26 +30,19 @@ def heartbeat():
     return {"at": timezone.now().isoformat()}
 
 
-@shared_task(name="flywheel.tasks.evaluate_trajectory")
+@shared_task(name=jobs.EVALUATE_TRAJECTORY)
 def evaluate_trajectory(trajectory_id):
     """Judge one stored trajectory with HTSC and route it (System A abstains without its phone);
     a trajectory judged elsewhere is not judged again."""
-    from flywheel.evaluation.pipeline import evaluate_trajectory as evaluate
-    from flywheel.models import Trajectory
-
-    verdict = evaluate(Trajectory.objects.get(pk=trajectory_id))
+    verdict = pipeline.evaluate_trajectory(Trajectory.objects.get(pk=trajectory_id))
     return {"trajectory": trajectory_id, "outcome": verdict.outcome if verdict else None}
 
 
 @shared_task(name="flywheel.tasks.evaluate_pending")
 def evaluate_pending(older_than_s=None):
     """Route finished or interrupted trajectories that have no verdict yet, so none is lost."""
-    from datetime import timedelta
-
-    from flywheel.evaluation.pipeline import SWEEP_GRACE
-    from flywheel.evaluation.pipeline import evaluate_pending as evaluate
-
-    return evaluate(older_than=SWEEP_GRACE if older_than_s is None else timedelta(seconds=older_than_s))
+    return pipeline.evaluate_pending(
+        older_than=pipeline.SWEEP_GRACE if older_than_s is None else timedelta(seconds=older_than_s))
 
 
 # Acked on receipt: a run outlives any visibility timeout, and a lost driver is re-dispatched by
@@ -46,86 +51,65 @@ def evaluate_pending(older_than_s=None):
 COLLECT_SOFT_LIMIT_S = settings.COLLECTION_TASK_BUDGET_S + 15 * 60
 
 
-@shared_task(name="flywheel.tasks.collect_on_host", acks_late=False,
+@shared_task(name=jobs.COLLECT_ON_HOST, acks_late=False,
              soft_time_limit=COLLECT_SOFT_LIMIT_S, time_limit=COLLECT_SOFT_LIMIT_S + 5 * 60)
 def collect_on_host(run_id, address, phones):
     """Drive up to `phones` phones of one ADB host for a collection run (sent to that host's queue)."""
-    from flywheel.collection.runs import drive_host
-
-    return drive_host(run_id, address, phones)
+    return runs.drive_host(run_id, address, phones)
 
 
 @shared_task(name="flywheel.tasks.recover_interrupted")
 def recover_interrupted():
     """Interrupted work of dead workers: trajectories routed, work items re-queued."""
-    from flywheel.collection.runs import recover_interrupted as recover
-
-    return recover()
+    return runs.recover_interrupted()
 
 
 @shared_task(name="flywheel.tasks.redispatch_runs")
 def redispatch_runs(after_s=None):
     """Runs with open work whose driving task is gone (a broker restart, a dead worker) go out again."""
-    from datetime import timedelta
-
-    from flywheel.collection.runs import redispatch_stalled_runs
-
-    return redispatch_stalled_runs(after=None if after_s is None else timedelta(seconds=after_s))
+    return runs.redispatch_stalled_runs(after=None if after_s is None else timedelta(seconds=after_s))
 
 
 # The repair side (§2.5). repair_* tasks go to the "repair" queue (config/celery.py).
-@shared_task(name="flywheel.tasks.repair_trajectory")
+@shared_task(name=jobs.REPAIR_TRAJECTORY)
 def repair_trajectory(trajectory_id):
     """Attribute a False / Env_ERROR trajectory and dispatch it to its ECDM path (once)."""
-    from flywheel.repair.ecdm import process_failure
-
-    attribution = process_failure(trajectory_id)
+    attribution = ecdm.process_failure(trajectory_id)
     return {"trajectory": trajectory_id, "attribution": attribution.pk if attribution else None,
             "path": attribution.ecdm_path if attribution else None}
 
 
-@shared_task(name="flywheel.tasks.repair_run", soft_time_limit=20 * 60, time_limit=25 * 60)
+@shared_task(name=jobs.REPAIR_RUN, soft_time_limit=20 * 60, time_limit=25 * 60)
 def repair_run(repair_id):
     """Run one repair down its path (Teacher step correction, RQA, pop-up repair)."""
-    from flywheel.repair.ecdm import run_repair
-
-    repair = run_repair(repair_id)
+    repair = ecdm.run_repair(repair_id)
     return {"repair": repair_id, "status": repair.status if repair else "held elsewhere"}
 
 
-@shared_task(name="flywheel.tasks.repair_replay", soft_time_limit=20 * 60, time_limit=25 * 60)
+@shared_task(name=jobs.REPAIR_REPLAY, soft_time_limit=20 * 60, time_limit=25 * 60)
 def repair_replay(repair_id):
     """Replay a repaired prefix on a phone, execute the correction, collect the continuation."""
-    from flywheel.repair.step_correction import replay_and_continue
-
-    return replay_and_continue(repair_id)
+    return step_correction.replay_and_continue(repair_id)
 
 
 @shared_task(name="flywheel.tasks.repair_sweep")
 def repair_sweep():
     """Failures nobody attributed and repairs nobody runs (a dead worker): picked up again."""
-    from flywheel.repair.ecdm import sweep
-
-    return sweep()
+    return ecdm.sweep()
 
 
-@shared_task(name="flywheel.tasks.repair_derive_recurring")
+@shared_task(name=jobs.REPAIR_DERIVE_RECURRING)
 def repair_derive_recurring():
     """Counterfactual derivation for every recurring failure class not derived yet."""
-    from flywheel.repair.counterfactual import derive_recurring
-
-    return derive_recurring()
+    return counterfactual.derive_recurring()
 
 
 @shared_task(name="flywheel.tasks.advance_loops")
 def advance_loops():
     """Move every running self-evolution loop one stage on, when what it waits for is done."""
-    from flywheel.models import EvolutionLoop
-    from flywheel.repair.loop import advance_loop
-
     moved = []
     for loop_id in EvolutionLoop.objects.filter(status__in=["queued", "running"]).values_list("pk", flat=True):
-        advance_loop(loop_id)
+        loop.advance_loop(loop_id)
         moved.append(loop_id)
     return {"loops": moved}
 
@@ -133,25 +117,19 @@ def advance_loops():
 @shared_task(name="flywheel.tasks.fold_tallies")
 def fold_tallies():
     """Fold the big append-only tables' new rows into their tallies (flywheel/tallies.py)."""
-    from flywheel.tallies import fold_tallies as fold
-
-    return fold()
+    return tallies.fold_tallies()
 
 
 @shared_task(name="flywheel.tasks.rebuild_tallies")
 def rebuild_tallies():
     """Count the tallies again from scratch: heals rows deleted or committed late (daily)."""
-    from flywheel.tallies import rebuild_tallies as rebuild
-
-    return rebuild()
+    return tallies.rebuild_tallies()
 
 
 @shared_task(name="flywheel.tasks.snapshot_ledger")
 def snapshot_ledger():
     """Count every run's failures for the ledger overview (flywheel/pools/ledger_snapshot.py)."""
-    from flywheel.pools.ledger_snapshot import take_snapshot
-
-    snapshot = take_snapshot()
+    snapshot = ledger_snapshot.take_snapshot()
     return {"taken_at": snapshot.taken_at.isoformat(), "seconds": round(snapshot.seconds, 3)}
 
 

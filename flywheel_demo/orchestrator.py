@@ -151,7 +151,7 @@ def _evaluate(demo, label, model):
 
 def _setup(demo) -> bool:
     # The farm's task set, split once by the benchmark import into training and held-out queries.
-    benchmark = import_farm_tasks(getattr(settings, "FLYWHEEL_DEMO_TASKS", None) or FARM_TASKS)
+    benchmark = import_farm_tasks(settings.FLYWHEEL_DEMO_TASKS or FARM_TASKS)
     open_keys = list(benchmark.items.filter(split="open").values_list("query__key", flat=True))
     demo.state.update(benchmark=benchmark.pk, open_queries=len(open_keys),
                       held_out_queries=benchmark.items.filter(split="held_out").count(),

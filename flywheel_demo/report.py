@@ -25,7 +25,7 @@ TARGETS = {"gain_round0_to_round3_pts": 20, "gain_round1_to_round3_pts": 5, "min
 
 
 def reports_directory() -> Path:
-    return Path(getattr(settings, "FLYWHEEL_DEMO_REPORTS", settings.VAR_DIR / "flywheel-demo"))
+    return Path(settings.FLYWHEEL_DEMO_REPORTS)
 
 
 def _evaluation(label, demo) -> dict:

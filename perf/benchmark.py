@@ -44,7 +44,7 @@ from benchmark.models import EvalResult, EvalRun
 from devices.registry import discover_devices
 from flywheel.collection.runs import host_queue
 from flywheel.policies import default_policy_version
-from tests.farm import die_with_parent, running_farm
+from simfarm.launch import die_with_parent, running_farm
 
 TASKS = ROOT / "simfarm" / "tasks" / "tasks.jsonl"
 PHONES = 4

@@ -41,7 +41,7 @@ from django.core.management import call_command
 from devices.registry import discover_devices
 from flywheel.collection.runs import host_queue, launch_run
 from flywheel.models import App, CollectionRun, Query, Step
-from tests.farm import die_with_parent, running_farm
+from simfarm.launch import die_with_parent, running_farm
 
 STEPS_PER_TRAJECTORY = 12
 TRAJECTORIES_PER_PHONE = 2

@@ -44,7 +44,7 @@ django.setup()
 from django.conf import settings
 from django.core.management import call_command
 
-from tests.farm import running_farm
+from simfarm.launch import running_farm
 
 TASKS = ROOT / "simfarm" / "tasks" / "tasks.jsonl"
 

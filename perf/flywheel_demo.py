@@ -69,7 +69,7 @@ from devices.registry import discover_devices
 from flywheel.collection.runs import host_queue
 from flywheel_demo.models import DemoRun
 from flywheel_demo.orchestrator import advance_demo, clean_demo_config
-from tests.farm import die_with_parent, running_farm, stop
+from simfarm.launch import die_with_parent, running_farm, stop
 
 QUEUES = "default,collection,evaluation,repair,training,benchmark"
 

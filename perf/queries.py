@@ -41,14 +41,14 @@ from devices.registry import discover_devices
 from flywheel.collection.runs import host_queue, launch_run
 from flywheel.models import App, CollectionRun, GemPage, Query, Trajectory
 from flywheel.queries.coverage import coverage
-from flywheel.queries.embedding import embed
 from flywheel.queries.exploration_runs import explore_apps_now
 from flywheel.queries.external_tags import vbench_agreement
 from flywheel.queries.function_tree import build_tree_from_gem, leaves
 from flywheel.queries.gates import index_function_nodes
 from flywheel.queries.generation_runs import generate_now
+from flywheel.screens.embedding import embed
 from simfarm.appspec import load_apps
-from tests.farm import die_with_parent, running_farm
+from simfarm.launch import die_with_parent, running_farm
 
 VBENCH = ROOT.parent / "shared" / "data" / "mobilegui-vbench" / "MobileGUI-VBench.jsonl"
 PHONES = int(os.environ.get("BENCH_PHONES", "8"))

@@ -77,7 +77,8 @@ def recorded_failure():
     query, _ = Query.objects.get_or_create(key="bench-repair-settings", defaults={
         "text": "Open the Bluetooth settings", "tier": "L2", "verification": {}})
     trajectory = Trajectory.objects.create(query=query, line="automatic", status="completed", verdict="false",
-                                           destination="ecdm", stop_reason="bench: recorded failure")
+                                           destination="ecdm", stop_kind="terminate_failure",
+                                           stop_reason="bench: recorded failure")
     Verdict.objects.create(trajectory=trajectory, outcome="false")
 
     def record(index, action, cot):
@@ -122,10 +123,11 @@ def seed_repairs(n):
         others = [node for node in rows if not wrong or not node.contains(*wrong)]
         target = list(others[0].center) if others else [200, 400]
     print(f"seeding {n} repairs from trajectory #{original.pk}, step {index}; target {target}", flush=True)
-    plans = []
+    plans, copies = [], []
     for number in range(n):
         copy = Trajectory.objects.create(query=original.query, line=original.line, status="completed",
-                                         verdict="false", destination="ecdm", stop_reason=f"bench copy of #{original.pk}")
+                                         verdict="false", destination="ecdm", stop_kind=original.stop_kind,
+                                         stop_reason=f"bench copy of #{original.pk}")
         Step.objects.bulk_create([Step(trajectory=copy, index=s.index, screenshot=s.screenshot.name,
                                        hierarchy=s.hierarchy.name, executed_action=s.executed_action, cot=s.cot,
                                        timings=s.timings, foreground_package=s.foreground_package)
@@ -144,8 +146,9 @@ def seed_repairs(n):
                               status="needs_human", human_reason="bench: Teacher confidence 0.35 below 0.6"
                               if teacher else "bench: the Teacher failed")
         plans.append(kind)
+        copies.append(copy.pk)
     # First in the queue (it lists the oldest first), before any repair the database already had.
-    Repair.objects.filter(trajectory__stop_reason=f"bench copy of #{original.pk}", status="needs_human").update(
+    Repair.objects.filter(trajectory_id__in=copies, status="needs_human").update(
         created_at=timezone.now() - timedelta(days=3650))
     return plans, target, frozen
 

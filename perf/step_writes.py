@@ -48,7 +48,7 @@ import psycopg
 from dj_database_url import parse as parse_database_url
 from psycopg import sql
 
-from tests.farm import die_with_parent, stop
+from simfarm.launch import die_with_parent, stop
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/flywheel_writes"
 HOST_SCRIPT = ROOT / "perf" / "step_writes_host.py"

@@ -237,7 +237,8 @@ def write_step(phone: BenchPhone, observation, proposal, element, queued: float)
     done = time.monotonic()
     if outcome.ends:
         Trajectory.objects.filter(pk=phone.trajectory.pk).update(status=Trajectory.Status.COMPLETED,
-                                                                 stop_reason=outcome.stop_detail)
+                                                                 stop_kind=outcome.stop.kind,
+                                                                 stop_reason=outcome.stop.detail)
     return {"end": time.time(), "wait_ms": (started - queued) * 1000, "write_ms": (done - started) * 1000,
             "observe_ms": (observed - started) * 1000, "propose_ms": (proposed - observed) * 1000,
             "execute_ms": (done - proposed) * 1000, "statements": len(statements),

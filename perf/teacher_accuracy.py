@@ -45,8 +45,8 @@ def single_app_tasks_with_paths(path=TASKS, tiers=("L1", "L2", "L3")) -> list[di
 
 def wrong_action_for(hierarchy_xml: str, step: dict, rng: random.Random) -> dict:
     """A plausible slip on this screen: a tap on another clickable element than step N's target."""
-    from flywheel.policies.offline import find_target
     from flywheel.policies.teacher_path import visible_nodes
+    from flywheel.screens.selectors import find_target
 
     nodes = visible_nodes(hierarchy_xml)
     target = find_target(nodes, step["target"]) if step.get("target") else None

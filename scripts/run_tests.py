@@ -1,4 +1,5 @@
-"""`make test`: run the whole suite against the real services.
+"""`make test`: run the whole suite against the real services; `make test-fast` (--fast) only the
+tiers that start no process (pure and database, see tests/conftest.py).
 
 PostgreSQL and Redis are used when DATABASE_URL / REDIS_URL are set; otherwise SQLite and a Redis
 started here for the session (and stopped afterwards).
@@ -23,7 +24,12 @@ def static_checks():
     return 0
 
 
+FAST = "not farm and not worker and not browser and not slow"  # the tiers tests/conftest.py applies
+
+
 def main(argv):
+    fast = "--fast" in argv
+    argv = [arg for arg in argv if arg != "--fast"]
     if static_checks():
         return 1
     env = dict(os.environ)
@@ -36,7 +42,11 @@ def main(argv):
     print(f"make test: database {env.get('DATABASE_URL', 'SQLite (var/)')}, redis {env['REDIS_URL']}",
           flush=True)
     try:
-        return subprocess.call([venv_bin("pytest"), *argv], cwd=ROOT, env=env)
+        # pytest-xdist on every core: the tests that start processes keep to one worker, in turn
+        # (tests/conftest.py); the whole suite names its 25 slowest tests.
+        tiers = ["-m", FAST] if fast else ["--durations=25"]
+        tiers += ["-n", "auto", "--dist", "loadgroup"]
+        return subprocess.call([venv_bin("pytest"), *tiers, *argv], cwd=ROOT, env=env)
     finally:
         if redis_process:
             redis_process.terminate()

@@ -4,6 +4,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -16,6 +17,82 @@ from tests.farm import stop  # one process stopper for tests and perf scripts
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 PASSWORD = "test-password-123"
+
+
+# Tiers, by what a test starts (README, Tests). A test's tier is read from the fixtures it uses,
+# never written by hand, so no test can sit in a tier that is too light for it: `make test-fast`
+# runs pure and database tests, `make test` runs them all.
+TIERS = ("pure", "database", "farm", "worker", "browser", "slow")
+TIER_OF_FIXTURE = {
+    "db": "database", "transactional_db": "database", "django_db_setup": "database",
+    "virtual_farm": "farm", "farm_settings": "farm", "farm": "farm", "farm_server": "farm", "thread_farm": "farm",
+    "celery_worker_process": "worker", "asgi_server": "worker", "own_processes": "worker",
+    "browser": "browser",
+    "torch": "slow", "demo_settings": "slow", "network_namespaces": "slow",
+}
+PROCESS_TIERS = {"farm", "worker", "browser", "slow"}
+
+
+def tier_of(item) -> str:
+    named = {TIER_OF_FIXTURE[name] for name in getattr(item, "fixturenames", ()) if name in TIER_OF_FIXTURE}
+    if item.get_closest_marker("django_db"):
+        named.add("database")
+    return max(named, key=TIERS.index, default="pure")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        written = [mark.name for mark in item.iter_markers() if mark.name in TIERS]
+        if written:
+            raise pytest.UsageError(f"{item.nodeid}: a tier mark ({written[0]}) is written by hand; tiers come "
+                                    "from the fixtures a test uses (tests/conftest.py, TIER_OF_FIXTURE)")
+        tier = tier_of(item)
+        item.add_marker(tier)
+        if tier in PROCESS_TIERS:
+            # Under pytest-xdist (`--dist loadgroup`) the tests that start processes run one after
+            # another on one worker, as their timings expect; the others share the remaining cores.
+            item.add_marker(pytest.mark.xdist_group("processes"))
+
+
+@pytest.fixture(autouse=True)
+def starts_only_what_its_tier_says(request, monkeypatch):
+    """A pure or database test that starts one of our processes (this interpreter or a program of
+    the virtual environment: the farm, a worker, torchrun, manage.py) or imports torch fails, naming
+    the fixture that would put it in the right tier."""
+    if tier_of(request.node) in PROCESS_TIERS:
+        yield
+        return
+    ours = {Path(sys.executable).resolve(), *(path.resolve() for path in BIN.iterdir())}
+
+    class TieredPopen(subprocess.Popen):
+        def __init__(self, args, *more, **options):
+            program = args if isinstance(args, str | os.PathLike) else args[0]
+            if Path(str(program).split()[0]).resolve() in ours:
+                raise RuntimeError(f"this test starts {program}: ask for the `own_processes` fixture (or the "
+                                   "fixture that starts it) so that it runs in its tier (tests/conftest.py)")
+            super().__init__(args, *more, **options)
+
+    monkeypatch.setattr(subprocess, "Popen", TieredPopen)
+    had_torch = "torch" in sys.modules
+    yield
+    if not had_torch and "torch" in sys.modules:
+        pytest.fail("this test imported torch: ask for the `torch` fixture so that it runs in the slow tier")
+
+
+@pytest.fixture
+def own_processes():
+    """Declares that the test starts processes of ours itself (its tier is `worker`)."""
+
+
+@pytest.fixture
+def network_namespaces(own_processes):
+    """Declares that the test builds network namespaces for several hosts (the slow tier)."""
+
+
+@pytest.fixture
+def torch():
+    """The torch module, for tests that train (the slow tier); skipped without the training extras."""
+    return pytest.importorskip("torch")
 
 
 @pytest.fixture
@@ -85,33 +162,70 @@ def process_env(**extra):
 
 
 
-@pytest.fixture
-def celery_worker_process(transactional_db, tmp_path, request):
-    """A real Celery worker process (not eager mode) on every queue, against the test database.
-    A test module's WORKER_ENV (a dict) adds to its environment (e.g. ECDM_AUTOMATIC="1")."""
+def start_celery_worker(log_path, extra_env):
+    """A real Celery worker process (not eager mode) on every queue, against the test database."""
     from flywheel.collection.runs import host_queue
 
-    log = open(tmp_path / "worker.log", "wb")
     hosts = [host_queue(a) for a in os.environ.get("ADB_SERVERS", "").split(",") if a.strip()]
     queues = ",".join(["default", "collection", "evaluation", "repair", "training", "benchmark", *hosts])
+    name = f"test{os.getpid()}-{free_port()}@{socket.gethostname()}"
     process = subprocess.Popen(
         [str(BIN / "celery"), "-A", "config", "worker", "--pool", "solo", "-l", "info", "-Q", queues,
-         "-n", f"test{os.getpid()}@%h", "--without-mingle", "--without-gossip"],
-        cwd=ROOT, env=process_env(COLLECTION_LEASE_SECONDS="6", **getattr(request.module, "WORKER_ENV", {})),
-        stdout=log, stderr=subprocess.STDOUT)
+         "-n", name, "--without-mingle", "--without-gossip"],
+        cwd=ROOT, env=process_env(COLLECTION_LEASE_SECONDS="6", **extra_env),
+        stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
     from config.celery import app
 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError((tmp_path / "worker.log").read_text())
-        if app.control.ping(timeout=0.5, destination=[f"test{os.getpid()}@{socket.gethostname()}"]):
-            break
-    else:
-        stop(process)
-        raise TimeoutError("worker did not answer ping: " + (tmp_path / "worker.log").read_text())
-    yield process
+            raise RuntimeError(Path(log_path).read_text())
+        if app.control.ping(timeout=0.5, destination=[name]):
+            process.worker_name = name
+            return process
     stop(process)
+    raise TimeoutError("worker did not answer ping: " + Path(log_path).read_text())
+
+
+def worker_is_idle(process, timeout=20) -> bool:
+    """True once the worker runs no task (within `timeout` seconds): the next test may share it."""
+    from config.celery import app
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        active = app.control.inspect(destination=[process.worker_name], timeout=1).active() or {}
+        if active and not any(active.values()):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.fixture(scope="module")
+def shared_workers(tmp_path_factory):
+    """The workers a test module's tests share, one per environment (ADB servers, WORKER_ENV)."""
+    workers = {}
+    yield workers
+    for process in workers.values():
+        stop(process)
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db, shared_workers, tmp_path_factory, request):
+    """A real Celery worker process on every queue, against the test database, shared by the tests
+    of one module: started once (about 5 s each time it is saved), started again when a test killed
+    it, and stopped when a test leaves it busy. A test module's WORKER_ENV (a dict) adds to its
+    environment (e.g. ECDM_AUTOMATIC="1")."""
+    extra_env = getattr(request.module, "WORKER_ENV", {})
+    key = (os.environ.get("ADB_SERVERS", ""), tuple(sorted(extra_env.items())))
+    process = shared_workers.get(key)
+    if process is None or process.poll() is not None:
+        log_path = tmp_path_factory.mktemp("worker") / "worker.log"
+        process = shared_workers[key] = start_celery_worker(log_path, extra_env)
+    yield process
+    if process.poll() is None and not worker_is_idle(process):
+        stop(process)  # a task still running would write into the next test's database
+    if process.poll() is not None:
+        shared_workers.pop(key, None)
 
 
 @pytest.fixture
@@ -190,6 +304,17 @@ def ecdm_off_by_default():
 
     with override_settings(ECDM_AUTOMATIC=False, ECDM_REPLAY=False):
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_media_removed_after():
+    """tests/settings.py made this session's media folder under the temporary directory: drop it after."""
+    yield
+    from django.conf import settings
+
+    media = Path(settings.MEDIA_ROOT)
+    if media.name.startswith("flywheel-test-media-") and media.parent == Path(tempfile.gettempdir()):
+        shutil.rmtree(media, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

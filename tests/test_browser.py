@@ -3,7 +3,7 @@ import pytest
 
 from tests.conftest import PASSWORD
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 HOMES = {
     "annotator": ("/queue/", "My queue"),

@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group, User
 from django_celery_results.models import TaskResult
 
 from config.asgi import application
-from flywheel.console.events import publish
+from flywheel.events import publish
 
 
 def session_cookie_for(user):
@@ -54,7 +54,6 @@ async def test_dashboard_websocket_checks_roles_and_relays_events():
     await communicator.disconnect()
 
 
-@pytest.mark.worker
 def test_a_real_worker_runs_a_task_and_stores_its_result(celery_worker_process):
     from flywheel.tasks import ping
 
@@ -65,7 +64,6 @@ def test_a_real_worker_runs_a_task_and_stores_its_result(celery_worker_process):
     assert stored.status == "SUCCESS" and "test-suite" in stored.result
 
 
-@pytest.mark.worker
 def test_healthz_sees_the_worker(celery_worker_process, client, settings):
     settings.ADB_SERVERS = []
     body = client.get("/healthz").json()  # the public words, as `make up` and probes read them

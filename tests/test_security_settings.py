@@ -58,7 +58,7 @@ print(json.dumps({{**{{n: getattr(settings, n) for n in {names!r}}},
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_https_switches_on_secure_cookies_redirects_and_hsts():
+def test_https_switches_on_secure_cookies_redirects_and_hsts(own_processes):
     plain = _under({})
     assert not plain["SESSION_COOKIE_SECURE"] and not plain["SECURE_SSL_REDIRECT"] and not plain["SECURE_HSTS_SECONDS"]
     assert plain["plain"][0] == 200 and not plain["hsts"]

@@ -43,6 +43,7 @@ from flywheel.policies import protocol
 from flywheel.policies.endpoint import state_messages
 from flywheel.policies.protocol import DEFAULT_K, TAGS, ProtocolError
 from flywheel.rules.repetition import same_action
+from flywheel.rules.stops import Stop, StopKind, phone_gone
 
 # The automatic line's stop conditions: the step budget, the repeat limit.
 CONFIG = CollectionConfig()
@@ -50,6 +51,7 @@ MAX_UNPARSEABLE = 3           # unparseable outputs in a row on one step end the
 MAX_BLOCKED_IN_A_ROW = 2      # as the automatic line: the second block in a row ends it
 RETRY_AFTER_S = 15            # what a client without a free phone is told to wait
 PURPOSE = "env service"
+LEASE_LOST = Stop(StopKind.LEASE_LOST, "lease lost")
 _OWNER = re.compile(r"^env service \[([^\]]+)\]")
 
 
@@ -93,7 +95,7 @@ class Principal:
 
 def lease_ttl() -> timedelta:
     """How long a session keeps its phone without a request (every request extends it)."""
-    return timedelta(seconds=int(getattr(settings, "ENV_SERVICE_LEASE_SECONDS", 300)))
+    return timedelta(seconds=settings.ENV_SERVICE_LEASE_SECONDS)
 
 
 def lease_holder(trajectory_id: int) -> str:
@@ -134,14 +136,14 @@ def reset(principal: Principal, query_id: int, model_version_id: int | None = No
         reset_phone(phone, query.reset or None, apps=query.app_packages, baseline=device.baseline)
         already_done = flag_if_already_done(trajectory, phone)
         if already_done:
-            _finish(trajectory, already_done, phone)
+            _finish(trajectory, Stop(StopKind.ALREADY_DONE, already_done), phone)
             raise Conflict(f"the task was already done on {device.serial} before any action; trajectory "
                            f"#{trajectory.pk} goes to a person. Reset again", trajectory=trajectory.pk)
         observation = observe(phone)
     except (ResetError, PhoneUnavailable) as error:
         if isinstance(error, PhoneUnavailable):
             health.quarantine(device, by="auto", reason=f"lost in an env reset: {error}")
-        _finish(trajectory, f"reset failed: {error}", None)
+        _finish(trajectory, Stop(StopKind.RESET_FAILED, f"reset failed: {error}"), None)
         raise NoFreePhone(f"the phone {device.serial} failed its reset ({error}); try again",
                           trajectory=trajectory.pk) from error
     recorder.record_observation(trajectory, 0, observation)
@@ -166,7 +168,7 @@ def step(principal: Principal, env_id: int, output: str | None = None, action: d
     require_running(trajectory)
     lease = _live_lease(trajectory)
     if lease is None or not leases.heartbeat(lease, ttl=lease_ttl()):
-        _finish(trajectory, "lease lost: no request came within the lease", None)
+        _finish(trajectory, Stop(StopKind.LEASE_LOST, "lease lost: no request came within the lease"), None)
         raise Conflict(f"environment {env_id} lost its phone: no request came for "
                        f"{int(lease_ttl().total_seconds())} s. Its trajectory is judged and routed; reset a new one",
                        done=True, trajectory=trajectory.pk)
@@ -195,7 +197,7 @@ def step(principal: Principal, env_id: int, output: str | None = None, action: d
         outcome = recorder.execute(pending, parsed_action, executor, claim=False)
     info = {"audit": outcome.step.audit, "executed_action": outcome.result.action if outcome.ok else None,
             "step": pending.index, "note": outcome.result.note}
-    stop = _stop_reason(trajectory, outcome)
+    stop = _stop(trajectory, outcome)
     if stop is None:
         try:
             observation = observe(phone)
@@ -206,7 +208,7 @@ def step(principal: Principal, env_id: int, output: str | None = None, action: d
             recorder.record_observation(trajectory, index, observation, replace=False)
             return {"observation": observation_view(trajectory, index, observation, hierarchy),
                     "messages": messages_for(trajectory, observation, k), "done": False,
-                    "reward": 0.0, "info": {**info, "stop_reason": ""}}
+                    "reward": 0.0, "info": {**info, "stop_kind": "", "stop_reason": ""}}
     return _done(trajectory, stop, phone, info)
 
 
@@ -234,60 +236,62 @@ def _unparseable(trajectory, pending: Step, given, message: str) -> EnvError:
         return Conflict(f"step {pending.index} is being executed already: one request at a time per environment")
     done = len(errors) >= MAX_UNPARSEABLE
     if done:
-        _finish(trajectory, f"policy error: {len(errors)} outputs in a row do not follow the protocol: {message}",
-                PhoneConnection.for_device(trajectory.device))
+        _finish(trajectory, Stop(StopKind.POLICY_ERROR, f"policy error: {len(errors)} outputs in a row do not "
+                                 f"follow the protocol: {message}"[:200]), PhoneConnection.for_device(trajectory.device))
     return EnvError(f"the output does not follow the protocol: {message}", done=done,
                     unparseable_in_a_row=len(errors))
 
 
-def _stop_reason(trajectory: Trajectory, outcome) -> str | None:
-    """The automatic line's stop conditions after one action (engine.run_trajectory); None: go on."""
+def _stop(trajectory: Trajectory, outcome) -> Stop | None:
+    """The automatic line's stop conditions after one action (engine.collect_steps); None: go on."""
     result = outcome.result
     if not outcome.ok:
         if result.lease_lost:
-            return "lease lost"
+            return LEASE_LOST
         if result.phone_lost:
             return _phone_lost(trajectory, result.error)
         if not result.blocked:
-            return f"action failed: {result.error}"[:200]
+            return Stop(StopKind.ACTION_FAILED, f"action failed: {result.error}"[:200])
         blocked = 0
         for earlier in trajectory.steps.order_by("-index")[:MAX_BLOCKED_IN_A_ROW]:
             if earlier.executed_action is not None or not (earlier.audit or {}).get("blocked"):
                 break
             blocked += 1
-        return f"blocked by the safety audit: {result.reason}"[:200] if blocked >= MAX_BLOCKED_IN_A_ROW else None
+        if blocked < MAX_BLOCKED_IN_A_ROW:
+            return None
+        return Stop(StopKind.BLOCKED, f"blocked by the safety audit: {result.reason}"[:200])
     if outcome.ends:
-        return outcome.stop_detail
+        return outcome.stop
     if outcome.asks:
         spec = (trajectory.query.verification or {}).get("clarify")
         answer = spec.get("answer") if isinstance(spec, dict) else None
         if not answer:  # no person waits on an RL rollout
-            return "clarify: no answer from a person"
+            return Stop(StopKind.CLARIFY_UNANSWERED, "clarify: no answer from a person")
         recorder.record_answer(outcome.step, str(answer), by="spec")
         if str(answer).lower() in ("no", "cancel", "stop"):
-            return f"clarify answered '{answer}': stopped"
+            return Stop(StopKind.CLARIFY_STOPPED, f"clarify answered '{answer}': stopped")
     executed = [s.executed_action for s in recorder.executed_steps(trajectory)]
     if len(executed) >= CONFIG.repeat_limit and all(
             same_action(executed[-1], a) for a in executed[-CONFIG.repeat_limit:]):
-        return f"{CONFIG.repeat_limit} repeated actions"
+        return Stop(StopKind.REPEATED_ACTIONS, f"{CONFIG.repeat_limit} repeated actions")
     if len(executed) >= CONFIG.max_steps or trajectory.steps.count() >= CONFIG.max_steps * 2:
-        return f"maximum steps ({CONFIG.max_steps})"
+        return Stop(StopKind.MAX_STEPS, f"maximum steps ({CONFIG.max_steps})")
     return None
 
 
-def _phone_lost(trajectory: Trajectory, error) -> str:
+def _phone_lost(trajectory: Trajectory, error) -> Stop:
     device = Device.objects.get(pk=trajectory.device_id)
     health.quarantine(device, by="auto", reason=f"lost in env session {trajectory.pk}: {error}")
-    return f"phone lost: {error}"[:200]
+    return Stop(StopKind.PHONE_LOST, f"phone lost: {error}"[:200])
 
 
-def _done(trajectory: Trajectory, stop: str, phone, info: dict) -> dict:
-    phone = None if stop.startswith(("phone lost", "lease lost")) else phone
+def _done(trajectory: Trajectory, stop: Stop, phone, info: dict) -> dict:
+    phone = None if phone_gone(stop.kind) else phone
     _finish(trajectory, stop, phone)
     trajectory.refresh_from_db(fields=["status", "verdict", "destination"])
     return {"observation": None, "messages": None, "done": True, "reward": reward_of(trajectory),
-            "info": {**info, "stop_reason": stop, "status": trajectory.status, "verdict": trajectory.verdict,
-                     "destination": trajectory.destination}}
+            "info": {**info, "stop_kind": stop.kind.value, "stop_reason": stop.detail, "status": trajectory.status,
+                     "verdict": trajectory.verdict, "destination": trajectory.destination}}
 
 
 # -- close ---------------------------------------------------------------------------------------
@@ -298,11 +302,12 @@ def close(principal: Principal, env_id: int) -> dict:
     if trajectory.status == Trajectory.Status.RUNNING:
         lease = _live_lease(trajectory)
         phone = PhoneConnection.for_device(trajectory.device) if lease is not None else None
-        _finish(trajectory, "closed by the client before the agent stopped", phone)
+        _finish(trajectory, Stop(StopKind.CLOSED_BY_CLIENT, "closed by the client before the agent stopped"), phone)
     else:
         _release(trajectory)
     trajectory.refresh_from_db()
-    return {"trajectory": trajectory.pk, "status": trajectory.status, "stop_reason": trajectory.stop_reason,
+    return {"trajectory": trajectory.pk, "status": trajectory.status, "stop_kind": trajectory.stop_kind,
+            "stop_reason": trajectory.stop_reason,
             "verdict": trajectory.verdict, "judged": trajectory.verdict != Outcome.PENDING,
             "destination": trajectory.destination, "reward": reward_of(trajectory),
             "steps": len(recorder.executed_steps(trajectory))}
@@ -313,14 +318,14 @@ def reward_of(trajectory: Trajectory) -> float:
     return 1.0 if trajectory.verdict == Outcome.TRUE else 0.0
 
 
-def _finish(trajectory: Trajectory, stop_reason: str, phone) -> None:
+def _finish(trajectory: Trajectory, stop: Stop, phone) -> None:
     """Judge and route while the phone still shows the terminal state (System A reads it), then free it."""
     try:
         if Trajectory.objects.filter(pk=trajectory.pk, status=Trajectory.Status.RUNNING).exists():
             try:
-                finish_trajectory(trajectory, stop_reason, phone)
+                finish_trajectory(trajectory, stop, phone)
             except PhoneUnavailable:
-                finish_trajectory(trajectory, stop_reason, None)
+                finish_trajectory(trajectory, stop, None)
     finally:
         _release(trajectory)
 

@@ -39,7 +39,7 @@ class EnvTokenAuthentication(BaseAuthentication):
         header = request.META.get("HTTP_AUTHORIZATION", "")
         if not header.lower().startswith("bearer "):
             return None
-        expected = getattr(settings, "ENV_SERVICE_TOKEN", "") or ""
+        expected = settings.ENV_SERVICE_TOKEN
         if not expected:
             raise AuthenticationFailed("token access to the environment service is off (ENV_SERVICE_TOKEN is empty)")
         given = header[len("bearer "):].strip()

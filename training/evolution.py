@@ -9,6 +9,7 @@ import json
 
 from django.conf import settings
 
+from flywheel.models import ModelVersion
 from training.config import ConfigError
 from training.models import DataSnapshot, TrainingRun
 from training.runs import RunError, create_run
@@ -17,7 +18,7 @@ from training.snapshots import create_snapshot
 
 def loop_settings() -> tuple[dict, dict]:
     """(run config, snapshot config) for loop rounds: TRAINING_LOOP_CONFIG is JSON in the environment."""
-    raw = getattr(settings, "TRAINING_LOOP_CONFIG", "") or "{}"
+    raw = settings.TRAINING_LOOP_CONFIG or "{}"
     data = json.loads(raw) if isinstance(raw, str) else dict(raw)
     return dict(data.get("run") or {}), dict(data.get("snapshot") or {})
 
@@ -41,7 +42,7 @@ def train_round(loop_round) -> dict:
         step, total = run.progress.get("step", 0), run.progress.get("total_steps", 0)
         return {"status": "running", "detail": f"training run #{run.pk}: step {step}/{total or '?'}"}
     model = run.produced_model
-    if model is not None and model.kind == model.Kind.CHECKPOINT:
+    if model is not None and model.kind == ModelVersion.Kind.CHECKPOINT:
         return {"status": "running", "detail": f"{model.name} is trained; serve it with the vLLM recipe on its "
                                                "model page and register its endpoint to roll it out"}
     return {"status": "done", "model_version": model, "detail": f"M(t+1) = {model}"}

@@ -81,7 +81,7 @@ def start_rollouts(run: TrainingRun) -> CollectionRun:
     keys = curriculum_keys(config, run.base_model)
     collection = launch_run(Line.RL, {"keys": keys, "pool": "rl"}, model_version=run.base_model,
                             config={"repeats": int(config["group_size"]), "max_steps": int(config["max_rollout_steps"]),
-                                    "phones": int(getattr(settings, "TRAINING_ROLLOUT_PHONES", 4))},
+                                    "phones": settings.TRAINING_ROLLOUT_PHONES},
                             user=run.created_by)
     set_phase(run, "rollout", rl_run=collection.pk, queries=keys)
     return collection
@@ -109,7 +109,7 @@ def poll_rollouts(run: TrainingRun, run_dir: Path) -> tuple[str, Path | None]:
                 cancel_collection(collection)
             return CANCELLED, None
         started = float((TrainingRun.objects.get(pk=run.pk).progress or {}).get("rollout_started") or time.time())
-        if time.time() - started > float(getattr(settings, "TRAINING_ROLLOUT_TIMEOUT_S", 3 * 3600)):
+        if time.time() - started > settings.TRAINING_ROLLOUT_TIMEOUT_S:
             raise RunError(f"the rollouts of RL run #{collection.pk} did not settle in time "
                            f"({collection.completed}/{collection.total} collected)")
         set_phase(run, "rollout", rl_run=collection.pk, collected=collection.completed, total=collection.total,

@@ -48,7 +48,7 @@ def model_spec(config: dict, base_model: ModelVersion | None) -> dict:
         return config["model"]
     if base_model is not None and base_model.artifact:
         return {"path": base_model.artifact}
-    if getattr(settings, "TRAINING_BASE_MODEL", ""):
+    if settings.TRAINING_BASE_MODEL:
         return {"path": settings.TRAINING_BASE_MODEL}
     return {}
 

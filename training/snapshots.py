@@ -90,10 +90,10 @@ def _integer(value, key, low, high):
 
 def pool_rows(kind: str, limit: int | None) -> tuple[list, int]:
     """(the pool's exportable rows in id order, how many held-out rows were left out)."""
-    if kind == "cpt":
+    if kind == DataSnapshot.Kind.CPT:
         rows = CptEntry.objects.select_related("step__trajectory__query")
         held_out = {"step__trajectory__query__evaluation_only": True}
-    elif kind == "sft":
+    elif kind == DataSnapshot.Kind.SFT:
         rows = SftEntry.objects.select_related("trajectory__query")
         held_out = {"trajectory__query__evaluation_only": True}
     else:
@@ -122,7 +122,7 @@ def create_snapshot(kind: str, config: dict | None = None, user=None, name: str 
     after commit (returned building; its page follows it)."""
     config = validate_config(kind, config)
     if background is None:
-        background = pool_size(kind) > int(getattr(settings, "TRAINING_SNAPSHOT_SYNC_ROWS", 500))
+        background = pool_size(kind) > settings.TRAINING_SNAPSHOT_SYNC_ROWS
     with transaction.atomic():
         snapshot = DataSnapshot.objects.create(kind=kind, name=name[:200], config=config,
                                                status=DataSnapshot.Status.BUILDING,
@@ -160,7 +160,7 @@ def build_snapshot(snapshot: DataSnapshot) -> DataSnapshot:
                                  f"(pool rows per source: {stats['pool_rows']})")
         shutil.rmtree(partial, ignore_errors=True)
         (partial / "images").mkdir(parents=True)
-        export = _export_rl if snapshot.kind == "rl" else _export_chat
+        export = _export_rl if snapshot.kind == DataSnapshot.Kind.RL else _export_chat
         written = export(snapshot, selected, config, partial)
         stats.update(written["stats"])
         if not written["rows"]:
@@ -211,11 +211,11 @@ def _export_chat(snapshot, selected, config, directory: Path) -> dict:
                 previous, samples = row, []
                 source = source_of(snapshot.kind, row)
                 meta = {"source": source, "pool_row": row.pk}
-                query = row.step.trajectory.query if snapshot.kind == "cpt" else row.trajectory.query
+                query = row.step.trajectory.query if snapshot.kind == DataSnapshot.Kind.CPT else row.trajectory.query
                 if query.pk not in apps:  # rows share queries (repairs, repeats): read each once
                     apps[query.pk] = query.app_packages
                 meta["apps"] = apps[query.pk]  # what every policy is given with the goal
-                if snapshot.kind == "cpt":
+                if snapshot.kind == DataSnapshot.Kind.CPT:
                     meta["query"] = row.step.trajectory.query_id
                     built = [(row.step, _try(step_sample, row.step, config["k"], frames, meta))]
                 else:
@@ -331,7 +331,7 @@ def verify_snapshot(snapshot: DataSnapshot) -> list[str]:
 
 def _sample_lines(kind, directory: Path, problems: list) -> tuple[list, dict]:
     """[(canonical sample bytes, image paths)] in file order, and {image path: sha256 of the file}."""
-    if kind == "rl":
+    if kind == DataSnapshot.Kind.RL:
         return [(canonical_json(record), []) for record in read_rows(directory / "train.parquet")], {}
     lines, digests = [], {}
     with open(directory / "data.jsonl", "rb") as handle:

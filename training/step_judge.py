@@ -25,11 +25,12 @@ import re
 from dataclasses import dataclass, field
 
 from devices.uitree import all_nodes, parse_hierarchy
-from flywheel.evaluation.llm_judge import JudgeUnavailable, derive_milestones, history_text, judge_model_version
+from flywheel.endpoints.chat import JudgeUnavailable
+from flywheel.endpoints.safe_http import EndpointCallFailed, request_json
+from flywheel.evaluation.llm_judge import derive_milestones, history_text, judge_model_version
 from flywheel.evaluation.pipeline import trajectory_view
 from flywheel.evaluation.system_b import milestone_progress
 from flywheel.policies.protocol import AGENT_STOPS
-from flywheel.policies.safe_http import EndpointCallFailed, request_json
 from flywheel.rules.repetition import same_action
 from training.rules.rewards import (
     ALPHA,

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.roles import ADMIN, MANAGER, role_required
 from flywheel.models import ModelVersion
+from flywheel.polling import render_live
 from training import serving
 from training.config import DEFAULTS, ConfigError
 from training.models import DataSnapshot, TrainingRun
@@ -127,9 +128,7 @@ def run_detail(request, run_id):
                "config": json.dumps(run.config, indent=1, sort_keys=True),
                "extras_installed": training_extras_installed(), "install_hint": INSTALL_HINT,
                "last_points": (run.metrics or [])[-10:]}
-    if request.headers.get("HX-Request"):
-        return render(request, "training/_run_live.html", context, status=200 if context["live"] else 286)
-    return render(request, "training/run.html", context)
+    return render_live(request, "training/run.html", context, live=context["live"], panel="training/_run_live.html")
 
 
 @role_required(MANAGER, ADMIN)

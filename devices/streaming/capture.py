@@ -12,9 +12,10 @@ decoded here) and each viewer size is encoded from them in this process. The rel
 import asyncio
 import itertools
 import logging
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+from django.conf import settings
 
 from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.streaming.frames import Frame, Picture
@@ -25,9 +26,9 @@ RETRY_SECONDS = 1.0  # a phone that stopped answering is asked again this often
 STILL_AFTER, STILL_INTERVAL = 10, 0.1  # after 10 unchanged captures, poll at most 10 times a second
 
 # Captures, decodes and encodes block (sockets, zlib, libjpeg): they run on this pool, not on the
-# small default one that 16 phones would exhaust. zlib and libjpeg release the GIL.
-_pool = ThreadPoolExecutor(max_workers=int(os.environ.get("STREAM_THREADS", "32")),
-                           thread_name_prefix="screen")
+# small default one that 16 phones would exhaust. zlib and libjpeg release the GIL. One pool per
+# process, sized when it starts (the STREAM_THREADS setting).
+_pool = ThreadPoolExecutor(max_workers=settings.STREAM_THREADS, thread_name_prefix="screen")
 
 
 async def run_blocking(function, *args):

@@ -23,13 +23,13 @@ import asyncio
 import json
 import logging
 import math
-import os
 import time
 from collections import OrderedDict, deque
 
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 
 from accounts.consumers import CLOSE_FORBIDDEN, RoleWebsocketConsumer
 from accounts.roles import ADMIN, ANNOTATOR, MANAGER, has_role
@@ -43,8 +43,6 @@ from devices.streaming.senders import SLOW_LINK_FPS, H264Sender, JpegSender, Sen
 
 log = logging.getLogger(__name__)
 CLOSE_UNKNOWN_DEVICE = 4404
-STALE_INPUT_SECONDS = float(os.environ.get("STREAM_STALE_INPUT_MS", "2000")) / 1000
-MAX_FPS = float(os.environ.get("STREAM_MAX_FPS", "60"))
 SENT_MEMORY = 64  # frames remembered per viewer, to place input computed on them
 CODECS = ("h264", "jpeg")
 MARK_WITHIN_S = 2.0      # an input whose effect no new frame showed by then is reported as such
@@ -77,12 +75,13 @@ def may_watch(device, user) -> bool:
 def view_size(message) -> tuple[tuple[int, int], float]:
     """((width, height), max_fps) of a `view` message; InputRefused('bad_message') unless width and
     height are finite numbers in (0, MAX_VIEW_SIDE] and max_fps a finite positive number."""
-    width, height, fps = message.get("width"), message.get("height"), message.get("max_fps", MAX_FPS)
+    max_fps = settings.STREAM_MAX_FPS
+    width, height, fps = message.get("width"), message.get("height"), message.get("max_fps", max_fps)
     if not all(_finite_positive(v) for v in (width, height, fps)):
         raise control.InputRefused("bad_message", "view needs positive numbers width, height, max_fps")
     if width > MAX_VIEW_SIDE or height > MAX_VIEW_SIDE:
         raise control.InputRefused("bad_message", f"view width and height are at most {MAX_VIEW_SIDE} pixels")
-    return (max(1, int(width)), max(1, int(height))), min(float(fps), MAX_FPS)
+    return (max(1, int(width)), max(1, int(height))), min(float(fps), max_fps)
 
 
 def view_codecs(message) -> tuple[str, ...]:
@@ -137,7 +136,7 @@ class ScreenConsumer(RoleWebsocketConsumer):
         await self.send_json({
             "type": "hello", "server_time": time.time() * 1000,
             "device": {"id": self.device.pk, "serial": self.device.serial, "status": self.device.status},
-            "can_control": self.can_control, "stale_input_ms": STALE_INPUT_SECONDS * 1000})
+            "can_control": self.can_control, "stale_input_ms": settings.STREAM_STALE_INPUT_MS})
         self.tasks = [asyncio.create_task(self.keep_lease()), asyncio.create_task(self.keep_checking())]
 
     async def disconnect(self, code):
@@ -353,7 +352,7 @@ class ScreenConsumer(RoleWebsocketConsumer):
                 raise control.InputRefused(
                     "stale_frame", "The screen changed size (rotated?) since that frame; act again.")
             age = time.time() - sent.captured_at
-            if version != sent.version and age > STALE_INPUT_SECONDS:
+            if version != sent.version and age * 1000 > settings.STREAM_STALE_INPUT_MS:
                 raise control.InputRefused(
                     "stale_frame", f"The screen changed since frame {frame['seq']}, which is "
                                    f"{age * 1000:.0f} ms old; look again and repeat the input.")

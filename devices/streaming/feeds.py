@@ -17,10 +17,11 @@ auto = scrcpy's H.264 (viewers with WebCodecs), then minicap, then screencap pol
 """
 import asyncio
 import logging
-import os
 import time
 from collections import deque
 from dataclasses import dataclass
+
+from django.conf import settings
 
 from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.screen_signal import page_flips
@@ -274,7 +275,7 @@ def source_plan(configured: str, codecs) -> list[str]:
 
 def h264_max_size(box) -> int:
     """The scrcpy stream's longer side for a viewer box: rounded up so near sizes share one stream."""
-    cap = int(os.environ.get("SCRCPY_MAX_SIZE", "1280"))
+    cap = settings.SCRCPY_MAX_SIZE
     wanted = -(-max(box) // H264_SIZE_STEP) * H264_SIZE_STEP
     return max(H264_SIZE_STEP, min(cap, wanted))
 

@@ -18,6 +18,8 @@ import os
 import random
 import struct
 
+from django.conf import settings
+
 from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.streaming import scrcpy
 from devices.streaming.adb_async import AdbStreamError, close_quietly, open_service
@@ -30,7 +32,6 @@ REMOTE_MINICAP_LIBRARY = "/data/local/tmp/minicap.so"
 LISTEN_TIMEOUT = 5.0     # a daemon that does not listen by then did not start
 STALL_SECONDS = 2.0      # a frame whose bytes stop coming for this long: the stream stalled
 MAX_FRAME_BYTES = 16 << 20
-MINICAP_QUALITY = int(os.environ.get("MINICAP_QUALITY", "80"))
 
 
 class StreamBroken(PhoneUnavailable):
@@ -91,7 +92,7 @@ class DaemonStream:
 def provision_minicap(phone: PhoneConnection) -> None:
     """Push minicap for this phone's ABI and SDK from MINICAP_DIR (minicap-prebuilt's layout:
     libs/<abi>/minicap, jni/libs/android-<sdk>/<abi>/minicap.so), or check it is there already."""
-    folder = os.environ.get("MINICAP_DIR", "")
+    folder = settings.MINICAP_DIR
     if folder:
         abi = phone.shell("getprop ro.product.cpu.abi").strip()
         sdk = phone.shell("getprop ro.build.version.sdk").strip()
@@ -124,7 +125,7 @@ class MinicapStream(DaemonStream):
         name = f"flywheel_minicap_{random.randrange(1 << 30):08x}"
         projection = f"{self.display[0]}x{self.display[1]}@{self.box[0]}x{self.box[1]}/0"
         await self._start("minicap", f"LD_LIBRARY_PATH=/data/local/tmp {REMOTE_MINICAP} -P {projection} "
-                          f"-Q {MINICAP_QUALITY} -n {name}", name)
+                          f"-Q {settings.MINICAP_QUALITY} -n {name}", name)
         version, header_size, *_ = MINICAP_HEADER.unpack(await self.read_exactly(MINICAP_HEADER.size))
         if version != 1 or header_size < MINICAP_HEADER.size:
             await self.close()

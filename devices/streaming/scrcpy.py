@@ -27,6 +27,7 @@ import threading
 import time
 
 import adbutils
+from django.conf import settings
 
 from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.streaming.sources import Capture, FrameSource, SourceUnavailable
@@ -79,12 +80,12 @@ PROVISIONED_JAR = "/data/local/tmp/scrcpy-server.jar"  # where an operator (or t
 
 
 def server_version() -> str:
-    return os.environ.get("SCRCPY_SERVER_VERSION", "2.4")
+    return settings.SCRCPY_SERVER_VERSION
 
 
 def jar_on_phone(phone: PhoneConnection) -> str:
     """Where the scrcpy server is on the phone: SCRCPY_SERVER_JAR pushed, or a provisioned copy."""
-    jar = os.environ.get("SCRCPY_SERVER_JAR", "")
+    jar = settings.SCRCPY_SERVER_JAR
     if jar:
         if not os.path.isfile(jar):
             raise SourceUnavailable(f"SCRCPY_SERVER_JAR={jar} is not a file (the server file of a scrcpy "
@@ -119,7 +120,7 @@ class ScrcpySource(FrameSource):
             raise SourceUnavailable("decoding scrcpy's video here needs PyAV: pip install av")
         self.phone = phone
         self.version = version or server_version()
-        self.max_size = int(max_size or os.environ.get("SCRCPY_MAX_SIZE", "1280"))
+        self.max_size = int(max_size or settings.SCRCPY_MAX_SIZE)
         self.size = phone.window_size()  # touch coordinates stay the phone's own
         self._latest, self._latest_number, self._returned_number = None, 0, 0
         self._error = None

@@ -5,11 +5,10 @@
 - `scrcpy`: a scrcpy server streams H.264, decoded here (see `scrcpy.py`), for viewers whose
   browser cannot decode it.
 
-STREAM_SOURCE (environment or Django setting) orders what viewers get (devices/streaming/feeds.py):
+STREAM_SOURCE (a setting, from the environment) orders what viewers get (devices/streaming/feeds.py):
 `auto` (default: scrcpy's H.264 relayed to browsers with WebCodecs, else minicap's JPEG frames
 relayed, else screencap), `scrcpy`, `minicap` or `screencap`.
 """
-import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -64,7 +63,7 @@ class ScreencapSource(FrameSource):
 
 
 def configured_source_name() -> str:
-    name = getattr(settings, "STREAM_SOURCE", None) or os.environ.get("STREAM_SOURCE", "auto")
+    name = settings.STREAM_SOURCE
     if name not in SOURCES:
         raise ValueError(f"STREAM_SOURCE={name!r}: choose one of {', '.join(SOURCES)}")
     return name

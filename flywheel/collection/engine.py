@@ -1,7 +1,9 @@
 """One trajectory on one leased phone: observe → decide → act until a stop condition (§2.3.3).
 
 Each step goes through the one step recorder (recorder.py); the finished — or interrupted —
-trajectory is judged and routed.
+trajectory is judged and routed. The step loop (collect_steps) is the one loop of the automatic
+lines: the ECDM's replay (flywheel/repair/replay.py) continues a corrected prefix with it too. How a
+trajectory stopped is a Stop: its kind (flywheel/rules/stops.py) beside the words a person reads.
 """
 import logging
 import random
@@ -24,15 +26,14 @@ from flywheel.evaluation.pipeline import evaluate_trajectory
 from flywheel.models import Line, Step, Trajectory
 from flywheel.policies import PolicyError
 from flywheel.rules.repetition import repetition_mask, same_action
+from flywheel.rules.stops import Stop, StopKind, interrupts
 from flywheel.rules.takeover import DEFAULT_AFTER, DEFAULT_STEPS, DEFAULT_THRESHOLD
 
 log = logging.getLogger(__name__)
 # Lines whose trajectories another app judges instead of HTSC routing: the benchmark scores its own
 # and none of them may enter a pool (benchmark/apps.py registers its finisher here).
 FINISHERS: dict = {}
-# Stop reasons that cut a trajectory short (it is still judged and routed, never dropped).
-INTERRUPTING = ("cancelled", "lease lost", "phone lost", "policy error", "reset failed", "action failed",
-                "interrupted", "clarify: no answer")
+LEASE_LOST = Stop(StopKind.LEASE_LOST, "lease lost")
 
 
 @dataclass
@@ -75,45 +76,69 @@ def wait_for_a_person(step, config, lease, lease_ttl, should_stop):
     return None
 
 
-def answer_clarify(step, query, config, lease, lease_ttl, should_stop):
-    """The query's spec answers when it can; otherwise a person on the run page."""
+def answer_clarify(step, query, config, lease, lease_ttl, should_stop, people_answer=True):
+    """The query's spec answers when it can; otherwise a person on the run page (when one may)."""
     spec = (query.verification or {}).get("clarify")
     answer = spec.get("answer") if isinstance(spec, dict) else None
     if answer:
         recorder.record_answer(step, answer, by="spec")
         return answer
-    return wait_for_a_person(step, config, lease, lease_ttl, should_stop)
+    return wait_for_a_person(step, config, lease, lease_ttl, should_stop) if people_answer else None
 
 
 def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, config: CollectionConfig,
-                   lease=None, should_stop=lambda: False, device=None, lease_ttl=leases.DEFAULT_TTL) -> str:
-    """Drive the phone for this trajectory; return the stop reason. Raises PhoneLost."""
+                   lease=None, should_stop=lambda: False, device=None, lease_ttl=leases.DEFAULT_TTL) -> Stop:
+    """Reset the phone, then drive it for this trajectory; return how it stopped. Raises PhoneLost."""
     query = trajectory.query
     if trajectory.line == Line.SCHEMA:
         policy = SchemaGuidedPolicy(policy)
     # With the lease, the executor confirms it right before every input: a lost lease never acts.
     executor = ActionExecutor(phone, holder=f"collection:trajectory:{trajectory.pk}", device=device,
                               seed=config.seed, lease=lease, lease_ttl=lease_ttl)
-    rng = random.Random(f"{config.seed}:{trajectory.pk}")
-    takeover = takeover_for(trajectory, config)  # None off the automatic line
-    started, executed, blocked_in_a_row = time.monotonic(), [], 0
+    started = time.monotonic()
     if lease is not None and not leases.heartbeat(lease, ttl=lease_ttl):
-        return "lease lost"  # the reset acts on the phone too
+        return LEASE_LOST  # the reset acts on the phone too
     try:
         reset_phone(phone, query.reset or None, apps=query.app_packages,
                     baseline=device.baseline if device is not None else None)
         if already_done := flag_if_already_done(trajectory, phone):
-            return already_done
-        index = trajectory.steps.count()  # a redelivered task continues after what is stored
+            return Stop(StopKind.ALREADY_DONE, already_done)
+    except PhoneUnavailable as error:
+        raise PhoneLost(str(error)) from error
+    except ResetError as error:
+        return Stop(StopKind.RESET_FAILED, f"reset failed: {error}")
+    # A redelivered task continues after what is stored.
+    return collect_steps(trajectory, phone, policy, config, executor, trajectory.steps.count(), lease=lease,
+                         should_stop=should_stop, lease_ttl=lease_ttl, started=started)
+
+
+def collect_steps(trajectory: Trajectory, phone: PhoneConnection, policy, config: CollectionConfig,
+                  executor: ActionExecutor, index: int, executed: list | None = None, lease=None,
+                  should_stop=lambda: False, lease_ttl=leases.DEFAULT_TTL, started: float | None = None,
+                  people_answer: bool = True) -> Stop:
+    """The step loop of every automatic line, from step `index` on a phone already in place: observe,
+    propose, execute through the one step recorder until a stop condition; return how it stopped.
+
+    `executed`: the actions that already count toward the step budget and the repeat limit (the
+    ECDM's replayed prefix); `started` (monotonic): when the time budget began; `people_answer`:
+    whether a clarify the spec does not answer waits for a person (a repair worker does not).
+    Raises PhoneLost."""
+    query = trajectory.query
+    rng = random.Random(f"{config.seed}:{trajectory.pk}")
+    takeover = takeover_for(trajectory, config)  # None off the automatic line
+    executed = list(executed or [])
+    started = time.monotonic() if started is None else started
+    blocked_in_a_row = 0
+    try:
         while True:
             if should_stop():
-                return "cancelled"
+                return Stop(StopKind.CANCELLED, "cancelled")
             if len(executed) >= config.max_steps or index >= config.max_steps * 2:
-                return f"maximum steps ({config.max_steps})"
+                return Stop(StopKind.MAX_STEPS, f"maximum steps ({config.max_steps})")
             if time.monotonic() - started > config.timeout_s:
-                return f"timeout ({config.timeout_s:.0f} s)"
+                return Stop(StopKind.TIMEOUT, f"timeout ({config.timeout_s:.0f} s)")
             if lease is not None and not leases.heartbeat(lease, ttl=lease_ttl):
-                return "lease lost"
+                return LEASE_LOST
             step_started = time.monotonic()
             anomaly = maybe_inject(phone, config.anomaly_rates, rng) if config.anomaly_rates else None
             observation = observe(phone)
@@ -128,62 +153,74 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
                     try:
                         proposal = recorder.propose(step, observation, policy, k=config.screenshots_k)
                     except PolicyError as error:
-                        return f"policy error: {error}"[:200]
+                        return policy_error_stop(error)
                     if takeover is not None:
                         takeover.score(step, observation, proposal)
                 if keeper.lost:
-                    return "lease lost"
+                    return LEASE_LOST
                 outcome = recorder.execute(step, proposal.action, executor, hierarchy_xml=observation.hierarchy_xml,
                                            step_started=step_started, claim=False)
             if not outcome.ok:
                 if outcome.result.lease_lost:
-                    return "lease lost"
+                    return LEASE_LOST
                 if outcome.result.phone_lost:
                     raise PhoneLost(outcome.result.error)
                 if not outcome.result.blocked:
-                    return f"action failed: {outcome.result.error}"[:200]
+                    return Stop(StopKind.ACTION_FAILED, f"action failed: {outcome.result.error}"[:200])
                 blocked_in_a_row += 1
                 if blocked_in_a_row >= 2:
-                    return f"blocked by the safety audit: {outcome.result.reason}"[:200]
+                    return Stop(StopKind.BLOCKED, f"blocked by the safety audit: {outcome.result.reason}"[:200])
                 continue  # the policy gets another look at the same screen
             blocked_in_a_row = 0
             executed.append(outcome.result.action)
             if takeover is not None:
                 takeover.executed(observation, outcome.result.action)
             if outcome.ends:
-                return outcome.stop_detail
+                return outcome.stop
             if outcome.asks:
-                answer = answer_clarify(step, query, config, lease, lease_ttl, should_stop)
+                answer = answer_clarify(step, query, config, lease, lease_ttl, should_stop, people_answer)
                 if answer is None:
-                    return "clarify: no answer from a person"
+                    return Stop(StopKind.CLARIFY_UNANSWERED, "clarify: no answer from a person"
+                                + ("" if people_answer else " (replay)"))
                 if str(answer).lower() in ("no", "cancel", "stop"):
-                    return f"clarify answered '{answer}': stopped"
+                    return Stop(StopKind.CLARIFY_STOPPED, f"clarify answered '{answer}': stopped")
             if len(executed) >= config.repeat_limit and all(
                     same_action(executed[-1], a) for a in executed[-config.repeat_limit:]):
-                return f"{config.repeat_limit} repeated actions"
+                return Stop(StopKind.REPEATED_ACTIONS, f"{config.repeat_limit} repeated actions")
     except PhoneUnavailable as error:
         raise PhoneLost(str(error)) from error
-    except ResetError as error:
-        return f"reset failed: {error}"
 
 
-def finish_trajectory(trajectory: Trajectory, stop_reason: str, phone: PhoneConnection | None):
+def policy_error_stop(error: PolicyError) -> Stop:
+    """A proposal that failed: the model endpoint failing is a fact of its own (the benchmark pauses
+    on it), apart from a policy that answered nothing usable."""
+    kind = StopKind.ENDPOINT_FAILED if error.endpoint_failed else StopKind.POLICY_ERROR
+    return Stop(kind, f"policy error: {error}"[:200])
+
+
+def crashed(error: Exception) -> Stop:
+    """Whatever broke in the collection code: the trajectory so far is still judged and routed."""
+    return Stop(StopKind.CRASHED, f"interrupted: {type(error).__name__}: {error}")
+
+
+def finish_trajectory(trajectory: Trajectory, stop: Stop, phone: PhoneConnection | None):
     """Record how it ended, mask repeated steps, then judge and route it (nothing is dropped)."""
-    if not end_trajectory(trajectory, stop_reason):
+    if not end_trajectory(trajectory, stop):
         return None
     return route_ended(trajectory, phone)
 
 
-def end_trajectory(trajectory: Trajectory, stop_reason: str) -> bool:
+def end_trajectory(trajectory: Trajectory, stop: Stop) -> bool:
     """Record how it ended; False when it had ended already: recovery routed it while its worker
     was cut off (a host that lost its link, a worker that was replaced), and routing it again
     would judge it twice."""
-    status = Trajectory.Status.INTERRUPTED if stop_reason.startswith(INTERRUPTING) else Trajectory.Status.COMPLETED
+    status = Trajectory.Status.INTERRUPTED if interrupts(stop.kind) else Trajectory.Status.COMPLETED
+    reason = stop.detail[:200]
     if not Trajectory.objects.filter(pk=trajectory.pk, status=Trajectory.Status.RUNNING).update(
-            status=status, stop_reason=stop_reason[:200], finished_at=timezone.now()):
-        trajectory.refresh_from_db(fields=["status", "stop_reason"])
+            status=status, stop_kind=stop.kind, stop_reason=reason, finished_at=timezone.now()):
+        trajectory.refresh_from_db(fields=["status", "stop_kind", "stop_reason"])
         return False
-    trajectory.status, trajectory.stop_reason = status, stop_reason
+    trajectory.status, trajectory.stop_kind, trajectory.stop_reason = status, stop.kind, reason
     return True
 
 

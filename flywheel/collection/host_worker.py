@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from devices import hosts, registry
+from flywheel.collection.runs import reclaim_host_work
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -59,8 +60,6 @@ def _keep_alive(names, instance, stop):
 def start_serving(names, instance=None):
     """Claim `names` (HostClaimed when a live worker elsewhere has one), take over what a previous
     worker left, and start the heartbeat. Returns the instance id."""
-    from flywheel.collection.runs import reclaim_host_work
-
     instance = instance or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     taken_over = hosts.claim(names, instance)
     stop = threading.Event()

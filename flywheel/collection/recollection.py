@@ -4,7 +4,8 @@ The query is collected again by the collection-run machinery: one more work item
 collected it (or of a small run made for it), dispatched after commit to the ADB hosts' queues.
 The new trajectory points back at the one it replaces (`Trajectory.recollection_of`), and each
 rollout is re-collected at most `recollect_limit` times, so a task that always meets a broken
-environment cannot loop.
+environment cannot loop. Routing does not call this: `on_trajectory_routed` listens to the routing
+signal (connected in flywheel/apps.py) and runs after commit, once the phone was checked.
 """
 import logging
 
@@ -13,12 +14,24 @@ from django.db.models import F
 
 from devices import scheduling
 from devices.models import WorkItem
-from flywheel.collection.runs import RUN_LINES, dispatch_run, run_kind
-from flywheel.models import CollectionRun, Trajectory
+from flywheel.collection.runs import RUN_LINES, dispatch_run
+from flywheel.models import CollectionRun, Destination, Trajectory
 from flywheel.policies import default_policy_version
+from flywheel.rules.htsc import route_outcome
 
 log = logging.getLogger(__name__)
 RECOLLECTIONS_PER_ROLLOUT = 2  # run config "recollect_limit" overrides
+
+
+def on_trajectory_routed(sender, trajectory_id, outcome, reason="", **kwargs):
+    """trajectory_routed receiver: a trajectory sent to environment self-healing (Env_ERROR) has
+    its query collected again."""
+    if route_outcome(outcome) != Destination.ENV_HEALING:
+        return
+    trajectory = Trajectory.objects.select_related("query", "run").get(pk=trajectory_id)
+    item = recollect(trajectory, reason)
+    log.info("trajectory %s: Env_ERROR, query %s %s", trajectory.pk, trajectory.query.key,
+             f"queued for re-collection (work item {item.pk})" if item else "not re-collected")
 
 
 def recollection_depth(trajectory: Trajectory) -> int:
@@ -51,10 +64,10 @@ def recollect(trajectory: Trajectory, reason: str = "") -> WorkItem | None:
         if run.status == CollectionRun.Status.CANCELLED:
             log.info("trajectory %s: its run %s was cancelled; not re-collected", trajectory.pk, run.pk)
             return None
-        if trajectory.recollections.exists() or WorkItem.objects.filter(
-                kind=run_kind(run), payload__recollection_of=trajectory.pk).exists():
+        if trajectory.recollections.exists() or run.work_items().filter(
+                payload__recollection_of=trajectory.pk).exists():
             return None  # healing ran twice (a redelivered task): one re-collection is enough
-        item = scheduling.enqueue(run_kind(run), {
+        item = scheduling.enqueue(run.work_kind, {
             "run_id": run.pk, "query_id": trajectory.query_id, "recollection_of": trajectory.pk,
             "reason": reason[:300]}, trajectory.query.phone_requirements(), priority=1)
         reopened = {"status": CollectionRun.Status.RUNNING, "finished_at": None} if run.status in (

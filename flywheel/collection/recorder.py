@@ -21,12 +21,13 @@ from django.utils import timezone
 from devices.executor import ActionExecutor, ActionResult
 from devices.observation import Observation
 from flywheel.blobs import read_blob, store_blob
-from flywheel.console.events import publish
+from flywheel.events import publish
 from flywheel.models import CptEntry, Line, Step, Trajectory
 from flywheel.policies import PolicyError
 from flywheel.policies.base import PolicyState, Proposal
 from flywheel.policies.protocol import ASKING_ACTIONS, ENDING_ACTIONS, TAGS, HistoryEntry, describe_action
 from flywheel.pools.cpt import cpt_cleaning_verdict
+from flywheel.rules.stops import Stop, agent_stop
 
 # A claim older than this belongs to a request or worker that died: the step may run again.
 CLAIM_TIMEOUT = timedelta(minutes=2)
@@ -60,10 +61,9 @@ class StepOutcome:
         return self.ok and self.action_name in ASKING_ACTIONS
 
     @property
-    def stop_detail(self) -> str:
-        action = self.result.action or {}
-        detail = action.get("status") or action.get("reason") or action.get("question") or ""
-        return f"{self.action_name}: {detail}".strip(": ")[:200]
+    def stop(self) -> Stop | None:
+        """How the trajectory stopped when the action ends it (terminate / call_user); else None."""
+        return agent_stop(self.result.action) if self.ends else None
 
 
 # -- observe -----------------------------------------------------------------------------------
@@ -221,21 +221,33 @@ def execute(step: Step, action: dict, executor: ActionExecutor, *, cot: dict | N
             edit = {**edit, "decision_regenerated": True}
         step.edit = edit
     screen = tuple(step.timings.get("screen") or executor.window_size())
-    rejection, phash = cpt_cleaning_verdict(step, result.action, screen)  # image work outside the transaction
-    step.audit["cpt"] = rejection or "accepted"
+    cpt_sample = clean_for_cpt(step, result.action, screen)  # image work outside the transaction
     if step_started is not None:
         step.timings["step_ms"] = _ms(step_started)
     with transaction.atomic():
         # Only what this stage changed: the proposal's model I/O is not sent and stored again.
         step.save(update_fields=["audit", "timings", "executed_action", "cot", "edit"])
-        if not rejection:  # the CPT pool is fed per step, after rule-based cleaning (§2.4.3)
-            # One INSERT … ON CONFLICT DO NOTHING: a step executed again keeps its first sample.
-            CptEntry.objects.bulk_create([CptEntry(step=step, screenshot=step.screenshot.name, action=result.action,
-                                                   phash=phash)], ignore_conflicts=True)
-            publish("pools", throttle_s=1.0, pool="cpt")
+        feed_cpt(cpt_sample)
         if result.control and result.control.get("kind") == "take_notes":
             remember(step.trajectory, result.control["text"])
     return StepOutcome(step, result)
+
+
+def clean_for_cpt(step: Step, action: dict, screen: tuple) -> CptEntry | None:
+    """The step's CPT sample if it passes rule-based cleaning (§2.4.3), None if not; the verdict is
+    noted on the step's audit (saved by the caller)."""
+    rejection, phash = cpt_cleaning_verdict(step, action, screen)
+    step.audit = {**(step.audit or {}), "cpt": rejection or "accepted"}
+    return None if rejection else CptEntry(step=step, screenshot=step.screenshot.name, action=action, phash=phash)
+
+
+def feed_cpt(sample: CptEntry | None) -> None:
+    """The CPT pool is fed per step, after cleaning. One INSERT … ON CONFLICT DO NOTHING: a step
+    executed again keeps its first sample."""
+    if sample is None:
+        return
+    CptEntry.objects.bulk_create([sample], ignore_conflicts=True)
+    publish("pools", throttle_s=1.0, pool="cpt")
 
 
 def remember(trajectory: Trajectory, note: str) -> None:

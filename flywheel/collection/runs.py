@@ -12,40 +12,36 @@ from datetime import timedelta
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import close_old_connections, transaction
-from django.db.models import CharField, Count, DateTimeField, Exists, ExpressionWrapper, OuterRef, Q, Value
-from django.db.models.functions import Cast, Concat, Now
+from django.db.models import Count, DateTimeField, ExpressionWrapper, Q, Value
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from devices import health, hosts, leases, scheduling
 from devices.hosts import host_queue
 from devices.models import Device, Lease, WorkItem
 from devices.phone import PhoneConnection
+from flywheel import jobs
 from flywheel.collection.engine import (
     CollectionConfig,
     PhoneLost,
+    crashed,
     end_trajectory,
     finish_trajectory,
     route_ended,
     run_trajectory,
 )
-from flywheel.console.events import publish
+from flywheel.evaluation.pipeline import evaluate_trajectory
+from flywheel.events import publish
 from flywheel.models import CollectionRun, Line, Outcome, Query, QueryApp, RlQueryEntry, Trajectory
 from flywheel.policies import default_policy_version, policy_for
+from flywheel.pools.rl import metabolize_group
+from flywheel.rules.stops import Stop, StopKind, holder_went_away
+from flywheel.signals import announce_progress
 
 log = logging.getLogger(__name__)
 LINES = (Line.AUTOMATIC, Line.SCHEMA, Line.EXTERNAL, Line.RL)  # the lines a person launches a run of
 # The benchmark's inference is a run too, launched only by an evaluation run (benchmark/infer.py).
 RUN_LINES = (*LINES, Line.BENCHMARK)
-OPEN_ITEM = (WorkItem.Status.QUEUED, WorkItem.Status.ASSIGNED)
-
-
-# A trajectory that recovery ended so is collected again: its holder died, not the task. ("lease
-# lost", which the holder records itself, is Env_ERROR: its routing re-collects it.)
-CUT_SHORT = ("interrupted: the worker stopped", "phone lost")
-
-
-def run_kind(run) -> str:
-    return f"collect:run:{run.pk}"
 
 
 NOT_COLLECTABLE = (Query.Status.REJECTED, Query.Status.REVIEW)
@@ -103,7 +99,7 @@ def launch_run(line, query_filter=None, model_version=None, config=None, user=No
         queries = list(select_queries(query_filter or {}, held_out=line == Line.BENCHMARK))
         for repeat in range(int(config["repeats"])):
             for query in queries:
-                scheduling.enqueue(run_kind(run), {"run_id": run.pk, "query_id": query.pk, "repeat": repeat},
+                scheduling.enqueue(run.work_kind, {"run_id": run.pk, "query_id": query.pk, "repeat": repeat},
                                    query.phone_requirements())
         run.total = len(queries) * int(config["repeats"])
         run.save(update_fields=["total"])
@@ -115,23 +111,15 @@ def launch_run(line, query_filter=None, model_version=None, config=None, user=No
 def dispatch_run(run):
     """Send one driving task to each ADB host's queue (again after a broker lost them: the work
     items are claimed one by one, so a second driver of the same run finds nothing twice)."""
-    from flywheel.tasks import collect_on_host
-
     addresses = hosts.serving_hosts()
     per_host = max(1, int(run.config.get("phones", 4)) // max(1, len(addresses)))
     CollectionRun.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
     ids = []
     for address in addresses:
-        result = collect_on_host.apply_async((run.pk, address, per_host), queue=host_queue(address))
+        result = jobs.task(jobs.COLLECT_ON_HOST).apply_async((run.pk, address, per_host), queue=host_queue(address))
         ids.append(result.id)
     CollectionRun.objects.filter(pk=run.pk).update(celery_task_id=",".join(ids)[:64])
     return ids
-
-
-def open_items_of_run():
-    """A subquery: the run (OuterRef) has queued or assigned work items."""
-    kind = Concat(Value("collect:run:"), Cast(OuterRef("pk"), output_field=CharField()))
-    return Exists(WorkItem.objects.filter(kind=kind, status__in=OPEN_ITEM))
 
 
 def redispatch_stalled_runs(after=None, run_ids=None, skip=()):
@@ -145,7 +133,7 @@ def redispatch_stalled_runs(after=None, run_ids=None, skip=()):
     now = timezone.now()
     live_holders = set(Lease.objects.live().values_list("holder", flat=True))
     stalled = (CollectionRun.objects.exclude(status__in=[CollectionRun.Status.CANCELLED, CollectionRun.Status.PAUSED])
-               .filter(open_items_of_run()).filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=now - after)))
+               .with_open_work().filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=now - after)))
     if run_ids is not None:
         stalled = stalled.filter(pk__in=run_ids)
     stalled = stalled.exclude(pk__in=list(skip))
@@ -165,7 +153,7 @@ def cancel_run(run):
     CollectionRun.objects.filter(pk=run.pk, status__in=[CollectionRun.Status.QUEUED, CollectionRun.Status.RUNNING]).update(
         status=CollectionRun.Status.CANCELLED, finished_at=timezone.now())
     publish("runs", run=run.pk)
-    WorkItem.objects.filter(kind=run_kind(run), status=WorkItem.Status.QUEUED).update(status=WorkItem.Status.CANCELLED)
+    run.work_items().filter(status=WorkItem.Status.QUEUED).update(status=WorkItem.Status.CANCELLED)
 
 
 def run_is_cancelled(run_id) -> bool:
@@ -179,9 +167,9 @@ def refresh_progress(run_id):
     run = CollectionRun.objects.get(pk=run_id)
     # One statement, one snapshot: two counts read apart could see an item finish in between and
     # call the run done with a stale count.
-    counts = WorkItem.objects.filter(kind=run_kind(run)).aggregate(
+    counts = run.work_items().aggregate(
         done=Count("pk", filter=Q(status__in=[WorkItem.Status.DONE, WorkItem.Status.FAILED, WorkItem.Status.CANCELLED])),
-        open=Count("pk", filter=Q(status__in=OPEN_ITEM)))
+        open=Count("pk", filter=Q(status__in=WorkItem.OPEN)))
     CollectionRun.objects.filter(pk=run_id).update(completed=counts["done"])
     updates = {}
     if run.status == CollectionRun.Status.QUEUED:
@@ -191,13 +179,11 @@ def refresh_progress(run_id):
     publish("runs", throttle_s=1.0, run=run_id)
     target = CollectionRun.objects.filter(pk=run_id).exclude(status=CollectionRun.Status.DONE)
     if updates.get("status") == CollectionRun.Status.DONE:  # not if work was added (a re-collection) meanwhile
-        target = target.exclude(open_items_of_run())
+        target = target.without_open_work()
     finished = bool(updates) and target.update(**updates) and updates.get("status") == CollectionRun.Status.DONE
     if finished and run.line == Line.RL:
         metabolize_rl_run(run)
     if run.line == Line.BENCHMARK:  # the evaluation that owns the run counts its own progress
-        from flywheel.signals import announce_progress
-
         announce_progress(run_id, run.line)
 
 
@@ -205,8 +191,6 @@ def metabolize_rl_run(run):
     """Phase 1 (§2.4.3): after G rollouts of the current model per RL-pool query, each query is
     retired, kept or let go by the group's verdicts; a group still waiting for a verdict (a
     person's decision, a re-collection) is metabolised when that verdict arrives."""
-    from flywheel.pools.rl import metabolize_group
-
     decisions = {}
     for query_id in set(run.trajectories.values_list("query_id", flat=True)):
         if RlQueryEntry.objects.filter(query_id=query_id).exists():
@@ -229,16 +213,16 @@ def collect_item(run, item, device, lease):
     if recollection_of:
         config.anomaly_rates = {}  # collected again in a healed environment, not broken on purpose
     try:
-        reason = run_trajectory(trajectory, phone, policy_for(run.model_version, line=run.line), config, lease=lease,
-                                should_stop=lambda: run_is_cancelled(run.pk), device=device,
-                                lease_ttl=lease_ttl())
+        stop = run_trajectory(trajectory, phone, policy_for(run.model_version, line=run.line), config, lease=lease,
+                              should_stop=lambda: run_is_cancelled(run.pk), device=device,
+                              lease_ttl=lease_ttl())
     except PhoneLost as error:
-        finish_trajectory(trajectory, f"phone lost: {error}", phone=None)
+        finish_trajectory(trajectory, Stop(StopKind.PHONE_LOST, f"phone lost: {error}"), phone=None)
         raise
     except Exception as error:  # whatever broke, the trajectory so far is still judged and routed
-        finish_trajectory(trajectory, f"interrupted: {type(error).__name__}: {error}", phone=None)
+        finish_trajectory(trajectory, crashed(error), phone=None)
         raise
-    if not end_trajectory(trajectory, reason):
+    if not end_trajectory(trajectory, stop):
         return False  # recovery ended and routed it while this worker was cut off
     # Judging may outlast the lease (a slow judge, a short lease): the phone stays this item's until
     # it is routed, so nobody else takes it meanwhile and recovery does not count this holder dead.
@@ -251,6 +235,10 @@ def lease_ttl():
     return timedelta(seconds=settings.COLLECTION_LEASE_SECONDS)
 
 
+# Recovery ended it: its worker died, not the task (it is collected again).
+WORKER_STOPPED = Stop(StopKind.WORKER_STOPPED, "interrupted: the worker stopped")
+
+
 def drive_phone(run_id, device, lease, stop_event, deadline=float("inf")):
     """A thread: pull this run's items that the phone can do, one after another, until the
     task's time budget (`deadline`, monotonic) is spent."""
@@ -260,7 +248,7 @@ def drive_phone(run_id, device, lease, stop_event, deadline=float("inf")):
             if time.monotonic() >= deadline:
                 stop_event.set()  # the driver hands the rest to a fresh task
                 break
-            item = scheduling.pull_next(device, kinds=[run_kind(run)])
+            item = scheduling.pull_next(device, kinds=[run.work_kind])
             if item is None:
                 break
             try:
@@ -278,8 +266,6 @@ def drive_phone(run_id, device, lease, stop_event, deadline=float("inf")):
                 scheduling.finish(item, ok=False, note=str(error)[:500])
             refresh_progress(run_id)
             if run.line == Line.RL:
-                from flywheel.pools.rl import metabolize_group
-
                 metabolize_group(run_id, item.payload["query_id"])
             if not leases.heartbeat(lease, ttl=lease_ttl()):
                 log.warning("run %s: the lease on %s is lost; this phone stops pulling work", run_id, device)
@@ -297,7 +283,7 @@ def drive_host(run_id, address, phones, budget_s=None):
     carries on, so no task outlives the broker's visibility timeout or its own time limit.
     """
     run = CollectionRun.objects.get(pk=run_id)
-    has_work = CollectionRun.objects.filter(pk=run_id).filter(open_items_of_run()).exists()
+    has_work = CollectionRun.objects.filter(pk=run_id).with_open_work().exists()
     if run.status == CollectionRun.Status.PAUSED:
         return {"phones": 0, "paused": True}
     if run.status == CollectionRun.Status.CANCELLED or not has_work:
@@ -330,7 +316,7 @@ def drive_host(run_id, address, phones, budget_s=None):
             thread.join(timeout=60)
     refresh_progress(run_id)
     budget_spent = stop_event.is_set() and not run_is_cancelled(run_id)
-    if budget_spent and CollectionRun.objects.filter(pk=run_id).filter(open_items_of_run()).exists():
+    if budget_spent and CollectionRun.objects.filter(pk=run_id).with_open_work().exists():
         transaction.on_commit(lambda: dispatch_run(run))
     return {"phones": len(leased), "address": address, "continued": budget_spent}
 
@@ -358,8 +344,10 @@ def finished_or_not(items):
     nothing to collect again."""
     last = {pk: (payload or {}).get("trajectories", [None])[-1] for pk, _kind, payload in items}
     ended = dict(Trajectory.objects.filter(pk__in=[t for t in last.values() if t]).exclude(
-        status=Trajectory.Status.RUNNING).values_list("pk", "stop_reason"))
-    done = [pk for pk, t in last.items() if t in ended and not ended[t].startswith(CUT_SHORT)]
+        status=Trajectory.Status.RUNNING).values_list("pk", "stop_kind"))
+    # One its holder's going away cut short is collected again. ("lease lost", which the holder
+    # records itself, is Env_ERROR: its routing re-collects it.)
+    done = [pk for pk, t in last.items() if t in ended and not holder_went_away(ended[t])]
     return done, [pk for pk in last if pk not in done]
 
 
@@ -381,7 +369,7 @@ def recover_interrupted(stale_after=timedelta(seconds=20)):
         if f"collection:trajectory:{trajectory.pk}" in live_holders or (
                 trajectory.run_id and (trajectory.device_id, f"collection:run:{trajectory.run_id}") in open_leases):
             continue
-        finish_trajectory(trajectory, "interrupted: the worker stopped", phone=None)
+        finish_trajectory(trajectory, WORKER_STOPPED, phone=None)
         recovered += 1
     # An item is stranded once its phone is no longer leased to its run (the phone may already be
     # leased again, to another run or a person: that says nothing about this item's holder).
@@ -407,8 +395,6 @@ def recover_interrupted(stale_after=timedelta(seconds=20)):
 def take_over_judging(trajectory_ids) -> int:
     """Trajectories a dead holder ended but was still judging: judged now (without the phone), not
     once its judging claim runs out. The benchmark's rollouts are its evaluation's to judge."""
-    from flywheel.evaluation.pipeline import evaluate_trajectory
-
     judged = 0
     for trajectory in Trajectory.objects.filter(pk__in=trajectory_ids, verdict=Outcome.PENDING).exclude(
             line=Line.BENCHMARK):

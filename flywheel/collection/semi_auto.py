@@ -26,16 +26,19 @@ from devices.uitree import page_text, parse_hierarchy
 from flywheel.blobs import read_blob
 from flywheel.collection import recorder
 from flywheel.collection.edits import measure_edit
-from flywheel.console.events import publish
+from flywheel.events import publish
 from flywheel.models import Destination, Line, Outcome, Query, SftEntry, Trajectory
 from flywheel.policies import PolicyError, default_policy_version, policy_for
-from flywheel.policies.protocol import ASKING_ACTIONS, DEFAULT_K, ENDING_ACTIONS, TAGS
+from flywheel.policies.protocol import AGENT_STOPS, ASKING_ACTIONS, DEFAULT_K, TAGS
 from flywheel.rules.consistency import GateStep, check_bidirectional_consistency
 from flywheel.rules.pools import sft_intake_allowed
+from flywheel.rules.stops import Stop, StopKind
 from flywheel.signals import announce_routed
 
 LEASE_TTL = timedelta(seconds=60)   # the page heartbeats every 10 s; a closed tab frees the phone
 SEMI_AUTO_INTAKE = "semi_auto_verified"
+PAUSED_BY_THE_ANNOTATOR = Stop(StopKind.PAUSED, "paused by the annotator")
+LEFT_THE_PAGE = Stop(StopKind.LEFT_THE_PAGE, "left the page")  # the page closed: the phone is freed at once
 
 
 class SessionError(Exception):
@@ -85,7 +88,7 @@ def start_session(query, user, model_version=None) -> Trajectory:
     try:
         reset_phone(PhoneConnection.for_device(device), query, baseline=device.baseline)
     except (PhoneUnavailable, ResetError) as error:
-        interrupt(trajectory, f"reset failed: {error}")
+        interrupt(trajectory, Stop(StopKind.RESET_FAILED, f"reset failed: {error}"))
         raise SessionError(f"the phone {device.serial} did not answer the reset: {error}") from error
     return trajectory
 
@@ -106,11 +109,11 @@ def release_phone(trajectory) -> None:
         leases.release(lease)
 
 
-def pause(trajectory, reason="paused by the annotator") -> None:
+def pause(trajectory, stop: Stop = PAUSED_BY_THE_ANNOTATOR) -> None:
     """The phone goes back to the pool; resume leases the same phone again."""
     if trajectory.status == Trajectory.Status.RUNNING:
-        trajectory.status, trajectory.stop_reason = "paused", reason
-        trajectory.save(update_fields=["status", "stop_reason"])
+        trajectory.status, trajectory.stop_kind, trajectory.stop_reason = "paused", stop.kind, stop.detail
+        trajectory.save(update_fields=["status", "stop_kind", "stop_reason"])
     release_phone(trajectory)
 
 
@@ -126,8 +129,8 @@ def resume(trajectory) -> None:
             raise SessionError(f"cannot resume: {error}") from error
         # The screen may have changed while the phone was away: observe it afresh.
         trajectory.steps.filter(executed_action__isnull=True).delete()
-    trajectory.status, trajectory.stop_reason = "running", ""
-    trajectory.save(update_fields=["status", "stop_reason"])
+    trajectory.status, trajectory.stop_kind, trajectory.stop_reason = "running", "", ""
+    trajectory.save(update_fields=["status", "stop_kind", "stop_reason"])
 
 
 def pending_step(trajectory):
@@ -176,7 +179,7 @@ def execute_step(step, action: dict, cot: dict, by_hand: bool = False, reply: st
     cot = {tag: str(cot.get(tag) or "").strip() for tag in TAGS}
     edit = measure_edit(step.proposed_action, action, step.cot, cot, width, height, by_hand=by_hand)
     lease = live_lease(trajectory)
-    if lease is None and name not in ENDING_ACTIONS + ASKING_ACTIONS:
+    if lease is None and name not in AGENT_STOPS:  # ending or asking touches no phone
         raise SessionError("this session no longer holds its phone (the lease expired); resume it")
     # The executor confirms the lease before each input and audits each one on the screen as it is
     # then, not on the stored dump the person looked at.
@@ -194,7 +197,7 @@ def execute_step(step, action: dict, cot: dict, by_hand: bool = False, reply: st
     if outcome.asks:
         recorder.record_answer(outcome.step, str(reply).strip(), by="annotator")
     if outcome.ends:
-        finish(trajectory, outcome.stop_detail)
+        finish(trajectory, outcome.stop)
     return {"executed": outcome.result.action, "edit": outcome.step.edit, "finished": outcome.ends}
 
 
@@ -230,10 +233,10 @@ def route_verified(trajectory) -> list:
     return []
 
 
-def finish(trajectory, stop_reason: str) -> list:
-    trajectory.status, trajectory.stop_reason = "completed", stop_reason
+def finish(trajectory, stop: Stop) -> list:
+    trajectory.status, trajectory.stop_kind, trajectory.stop_reason = "completed", stop.kind, stop.detail
     trajectory.finished_at = timezone.now()
-    trajectory.save(update_fields=["status", "stop_reason", "finished_at"])
+    trajectory.save(update_fields=["status", "stop_kind", "stop_reason", "finished_at"])
     release_phone(trajectory)
     Query.objects.filter(pk=trajectory.query_id).update(status=Query.Status.DONE)
     return route_verified(trajectory)
@@ -252,16 +255,16 @@ def fix_reasoning(trajectory, step_index: int, cot: dict) -> list:
 
 def mark_not_executable(trajectory, reason: str) -> None:
     """The task cannot be done as written: the query goes back to review with the reason."""
-    trajectory.status, trajectory.stop_reason = "not_executable", reason[:200]
+    trajectory.status, trajectory.stop_kind, trajectory.stop_reason = "not_executable", StopKind.NOT_EXECUTABLE, reason[:200]
     trajectory.finished_at = timezone.now()
-    trajectory.save(update_fields=["status", "stop_reason", "finished_at"])
+    trajectory.save(update_fields=["status", "stop_kind", "stop_reason", "finished_at"])
     release_phone(trajectory)
     Query.objects.filter(pk=trajectory.query_id).update(status=Query.Status.REVIEW, status_reason=reason)
 
 
-def interrupt(trajectory, reason: str) -> None:
-    trajectory.status, trajectory.stop_reason = "interrupted", reason[:200]
+def interrupt(trajectory, stop: Stop) -> None:
+    trajectory.status, trajectory.stop_kind, trajectory.stop_reason = "interrupted", stop.kind, stop.detail[:200]
     trajectory.finished_at = timezone.now()
-    trajectory.save(update_fields=["status", "stop_reason", "finished_at"])
+    trajectory.save(update_fields=["status", "stop_kind", "stop_reason", "finished_at"])
     release_phone(trajectory)
     Query.objects.filter(pk=trajectory.query_id, status=Query.Status.IN_PROGRESS).update(status=Query.Status.READY)

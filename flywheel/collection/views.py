@@ -1,4 +1,6 @@
 """Collection run pages (managers): launch, watch progress and phones, read the step log, cancel."""
+import json
+
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
@@ -12,7 +14,9 @@ from flywheel.collection.run_config import CONFIG_FIELDS, clean_launch
 from flywheel.collection.runs import LINES, cancel_run, launch_run, refresh_progress, selection_hint
 from flywheel.models import App, CollectionRun, Line, ModelVersion, Step
 from flywheel.policies import unservable_reason
+from flywheel.polling import render_live
 from flywheel.queries.external import ingest_external
+from flywheel.queries.uploads import ImportTooLarge, form_import_text
 
 
 def _launch_form_data(post):
@@ -76,10 +80,7 @@ def run_detail(request, run_id):
         "trajectory_id", "edit", "trajectory__query__text") if not (s.edit or {}).get("clarify_answer")]
     live = run.status in (CollectionRun.Status.QUEUED, CollectionRun.Status.RUNNING)
     context = {"run": run, "phones": phones, "log": log, "questions": questions, "live": live}
-    if request.headers.get("HX-Request"):
-        # 286 tells htmx to stop polling once the run is over.
-        return render(request, "flywheel/_run_live.html", context, status=200 if live else 286)
-    return render(request, "flywheel/run_detail.html", context)
+    return render_live(request, "flywheel/run_detail.html", context, live=live, panel="flywheel/_run_live.html")
 
 
 @role_required(MANAGER)
@@ -109,10 +110,6 @@ def run_cancel(request, run_id):
 @require_POST
 def external_import(request):
     """Paste or upload external queries (one per line, or JSONL objects with a "text")."""
-    import json
-
-    from flywheel.queries.uploads import ImportTooLarge, form_import_text
-
     try:
         raw = form_import_text(request)
     except ImportTooLarge as error:

@@ -1,7 +1,7 @@
 """Live updates for the manager dashboard over the Redis channel layer (events.py sends them)."""
 from accounts.consumers import RoleWebsocketConsumer
 from accounts.roles import MANAGER
-from flywheel.console.events import DASHBOARD_GROUP
+from flywheel.events import DASHBOARD_GROUP
 
 
 class DashboardConsumer(RoleWebsocketConsumer):

@@ -6,6 +6,7 @@ import uuid
 
 import redis
 from asgiref.sync import async_to_sync
+from celery import current_app
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
@@ -41,8 +42,6 @@ def check_redis():
 
 
 def check_celery():
-    from celery import current_app
-
     replies = current_app.control.ping(timeout=1.0) or []
     workers = sorted(name for reply in replies for name in reply)
     if not workers:

@@ -3,19 +3,22 @@ import hmac
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
+from django.views.static import serve
 from django_celery_results.models import TaskResult
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from accounts.roles import ADJUDICATOR, ADMIN, ANNOTATOR, MANAGER, has_role, role_required, user_roles
+from flywheel.access import blob_visible_to
 from flywheel.console.dashboard import dashboard_counts
 from flywheel.console.metrics import render_metrics
 from flywheel.console.system_health import public_summary, system_health
 from flywheel.console.workers import ANSWER_WITHIN_S, phone_hosts, worker_queues
 from flywheel.evaluation.calibration import consensus_rate_by_day, system_agreement
+from flywheel.tasks import ping
 
 ROLE_HOMES = [(ADMIN, "admin-home"), (MANAGER, "dashboard"), (ADJUDICATOR, "adjudication-queue"),
               (ANNOTATOR, "my-queue")]
@@ -63,8 +66,6 @@ def task_list(request):
 @require_POST
 def task_ping(request):
     """Send a real task through the broker to a worker, so the page shows the pipeline alive."""
-    from flywheel.tasks import ping
-
     ping.delay("dashboard")
     return redirect("task-list")
 
@@ -114,12 +115,6 @@ def _unauthorized(reason):
 def media(request, path):
     """Serve a stored screenshot or dump (filesystem storage only) to someone who may see a step
     that shows it (flywheel.access); to anyone else it does not exist."""
-    from django.conf import settings
-    from django.http import Http404
-    from django.views.static import serve
-
-    from flywheel.access import blob_visible_to
-
     if not blob_visible_to(request.user, path):
         raise Http404("No such file.")
     return serve(request, path, document_root=settings.MEDIA_ROOT)

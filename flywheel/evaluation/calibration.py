@@ -7,7 +7,8 @@ candidate thresholds (System B's milestone share, System C's loop length and det
 keeps the values that agree best with the people (flywheel/rules/calibration.py), stores them
 with a few adjudicated cases as examples for the LLM judge's prompt, the agreement before and
 after, and the consensus rate of the verdicts since the previous round. Systems B and C read
-`active_thresholds()`, the LLM judge `judge_examples()`; with no round, their defaults hold.
+`active_thresholds()`, the LLM judge `judge_examples()` (flywheel/evaluation/thresholds.py); with
+no round, their defaults hold.
 """
 import logging
 from collections import defaultdict
@@ -16,9 +17,13 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, Max, OuterRef, Q
 
+from devices.uitree import page_text, parse_hierarchy
 from flywheel import tallies
 from flywheel.evaluation import system_b, system_c
+from flywheel.evaluation.pipeline import trajectory_view
+from flywheel.evaluation.thresholds import active_thresholds, latest_round
 from flywheel.models import Adjudication, CalibrationRound, Verdict, Vote
+from flywheel.policies.protocol import describe_action
 from flywheel.rules.calibration import (
     agreement,
     consensus_rate,
@@ -29,8 +34,6 @@ from flywheel.rules.htsc import ADJUDICATION_OUTCOMES
 
 log = logging.getLogger(__name__)
 
-DEFAULT_THRESHOLDS = {"B": {"milestone_share": system_b.MILESTONE_SHARE},
-                      "C": {"loop_length": system_c.LOOP_LENGTH, "detour_factor": float(system_c.DETOUR_FACTOR)}}
 CANDIDATES = {"milestone_share": (1.0, 0.9, 0.8, 0.75, 0.67, 0.5),
               "loop_length": (2, 3, 4, 5, 6),
               "detour_factor": (1.5, 2.0, 3.0, 4.0, 5.0, 6.0)}
@@ -38,42 +41,18 @@ FLAGGED = "flagged for a person"   # a verdict HTSC never reached (pipeline.flag
 
 
 def min_cases() -> int:
-    return int(getattr(settings, "CALIBRATION_MIN_CASES", 5))
+    return settings.CALIBRATION_MIN_CASES
 
 
 def max_cases() -> int:
-    return int(getattr(settings, "CALIBRATION_MAX_CASES", 300))
+    return settings.CALIBRATION_MAX_CASES
 
 
 def example_count() -> int:
-    return int(getattr(settings, "CALIBRATION_JUDGE_EXAMPLES", 4))
+    return settings.CALIBRATION_JUDGE_EXAMPLES
 
 
 # --- what the systems read ------------------------------------------------------------------------
-
-def latest_round() -> CalibrationRound | None:
-    """The active round. Evaluation never stops for calibration: whatever keeps the table from
-    being read (the database away, a process without database access) leaves the defaults."""
-    try:
-        return CalibrationRound.objects.order_by("-number").first()
-    except Exception as error:  # see the docstring
-        log.debug("calibration not readable, defaults hold: %s", error)
-        return None
-
-
-def active_thresholds(system: str | None = None) -> dict:
-    """{system: {parameter: value}} (or one system's dict): the latest round's over the defaults."""
-    chosen = (latest_round() or CalibrationRound(number=0)).thresholds or {}
-    merged = {name: {**defaults, **{k: v for k, v in (chosen.get(name) or {}).items() if k in defaults}}
-              for name, defaults in DEFAULT_THRESHOLDS.items()}
-    return merged[system] if system else merged
-
-
-def judge_examples() -> list[dict]:
-    """The adjudicated cases the active round chose for the LLM judge's prompt ([] without one)."""
-    current = latest_round()
-    return list(current.examples or []) if current else []
-
 
 # --- agreement with people and the consensus rate -----------------------------------------------
 
@@ -157,8 +136,6 @@ class Case:
 
 def adjudicated_cases(limit: int | None = None) -> list[Case]:
     """The newest decided adjudications (one per trajectory), with the trajectories' views."""
-    from flywheel.evaluation.pipeline import trajectory_view
-
     cases, seen = [], set()
     decided = (Adjudication.objects.exclude(decision="").select_related("trajectory__query", "adjudicator")
                .order_by("-decided_at", "-pk"))
@@ -226,9 +203,6 @@ def measure(cases: list[Case], thresholds: dict) -> dict:
 
 
 def _history(view, limit=8) -> str:
-    from devices.uitree import page_text, parse_hierarchy
-    from flywheel.policies.protocol import describe_action
-
     lines = []
     for step in view.steps[-limit:]:
         shown = " | ".join(page_text(parse_hierarchy(step.hierarchy)).split("\n")[:8])

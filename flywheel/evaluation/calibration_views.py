@@ -5,15 +5,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.roles import ADJUDICATOR, MANAGER, role_required
-from flywheel.evaluation.calibration import (
-    DEFAULT_THRESHOLDS,
-    active_thresholds,
-    calibrate,
-    judge_examples,
-    min_cases,
-    rounds_table,
-    system_agreement,
-)
+from flywheel.evaluation.calibration import calibrate, min_cases, rounds_table, system_agreement
+from flywheel.evaluation.thresholds import DEFAULT_THRESHOLDS, active_thresholds, judge_examples
 from flywheel.models import Adjudication
 
 TREND_MARKS = {"rising": "▲ rising", "falling": "▼ falling", "level": "= level", "": ""}

@@ -5,23 +5,23 @@ query, and the ECDM; Undetermined → the adjudication queue. An RL rollout's gr
 again whenever one of its verdicts arrives (a re-collection judged, a person's decision).
 
 The destination is written in the caller's transaction; what touches the world (the phone's
-health check, dispatching re-collection, telling dashboards) runs after commit, never under a lock.
+health check, telling dashboards and the listeners of `trajectory_routed`) runs after commit, never
+under a lock. Routing does not know the stages that follow it: re-collection of an Env_ERROR query
+(flywheel.collection.recollection), coverage, GEM feedback and the ECDM listen to the signal
+(connected in flywheel/apps.py).
 """
-import logging
-
 from django.db import transaction
 from django.utils import timezone
 
 from devices import health
 from devices.models import Device
-from flywheel.console.events import publish
+from flywheel.events import publish
 from flywheel.models import Destination, Line, Outcome, SftEntry, Trajectory
+from flywheel.pools.rl import metabolize_group
 from flywheel.rules.environment import ENV_ERRORS_BEFORE_QUARANTINE, quarantine_after_env_errors
 from flywheel.rules.htsc import route_outcome
 from flywheel.rules.pools import sft_intake_allowed
 from flywheel.signals import announce_routed
-
-log = logging.getLogger(__name__)
 
 
 def route_trajectory(trajectory: Trajectory, outcome: str, reason: str = "",
@@ -40,24 +40,23 @@ def route_trajectory(trajectory: Trajectory, outcome: str, reason: str = "",
             publish("pools", pool="sft")
         elif destination == Destination.ENV_HEALING:
             transaction.on_commit(lambda: heal_environment(trajectory_id, reason))
-        if trajectory.line == Line.RL and trajectory.run_id:
-            # After healing queued its re-collection, so the group waits for it.
-            run_id, query_id = trajectory.run_id, trajectory.query_id
-            transaction.on_commit(lambda: _metabolize_rl_group(run_id, query_id))
         publish("routing", trajectory=trajectory.pk, outcome=outcome, destination=destination)
         transaction.on_commit(lambda: announce_routed(trajectory_id, outcome, reason))
+        if trajectory.line == Line.RL and trajectory.run_id:
+            # After the listeners: an Env_ERROR's re-collection is queued, so the group waits for it.
+            run_id, query_id = trajectory.run_id, trajectory.query_id
+            transaction.on_commit(lambda: _metabolize_rl_group(run_id, query_id))
     return destination
 
 
 def heal_environment(trajectory_id: int, reason: str):
-    """Check the phone, quarantine it when Env_ERROR repeats there, and collect the query again.
+    """Check the phone and quarantine it when Env_ERROR repeats there (the query is collected
+    again by the re-collection listener of `trajectory_routed`, sent after this).
 
     The phone's global settings go back to its recorded baseline at the next reset, before any
     task starts on it; re-collection runs on whichever healthy phone pulls the work first.
     """
-    from flywheel.collection.recollection import recollect
-
-    trajectory = Trajectory.objects.select_related("device", "query").get(pk=trajectory_id)
+    trajectory = Trajectory.objects.select_related("device").get(pk=trajectory_id)
     device = trajectory.device
     if device is not None:
         recent = list(Trajectory.objects.filter(device=device).exclude(verdict=Outcome.PENDING)
@@ -67,12 +66,7 @@ def heal_environment(trajectory_id: int, reason: str):
             health.quarantine(device, by="auto", reason=f"{len(recent)} Env_ERROR trajectories in a row")
         elif device.status != Device.Status.QUARANTINED:
             health.check_device(Device.objects.get(pk=device.pk))
-    item = recollect(trajectory, reason)
-    log.info("trajectory %s: Env_ERROR, query %s %s", trajectory.pk, trajectory.query.key,
-             f"queued for re-collection (work item {item.pk})" if item else "not re-collected")
 
 
 def _metabolize_rl_group(run_id: int, query_id: int):
-    from flywheel.pools.rl import metabolize_group
-
     metabolize_group(run_id, query_id)

@@ -8,47 +8,23 @@ the rules (and says so), so evaluation never stops for an endpoint.
 The path prompt carries the examples of the latest calibration round (§2.4.2): a few trajectories
 the systems disagreed on, with the adjudicators' decisions, so the judge learns from its blind spots.
 """
-import json
-import re
-
 from django.conf import settings
 
 from devices.uitree import page_text, parse_hierarchy
+from flywheel.endpoints.chat import JudgeUnavailable, ask_json
 from flywheel.evaluation import SystemVote
+from flywheel.evaluation.thresholds import judge_examples
 from flywheel.models import ModelVersion
 from flywheel.policies.protocol import describe_action
-from flywheel.policies.safe_http import EndpointCallFailed, request_json
 
 VOTES = ("true", "false", "env_error")
 
 
-class JudgeUnavailable(Exception):
-    pass
-
-
 def judge_model_version():
-    name = getattr(settings, "JUDGE_MODEL_VERSION", "")
+    name = settings.JUDGE_MODEL_VERSION
     if not name:
         return None
-    return ModelVersion.objects.filter(name=name, kind="endpoint").first()
-
-
-def ask_json(version, system: str, user: str, timeout: float = 60) -> dict:
-    body = {"model": version.served_model_name or version.name, "temperature": 0, "max_tokens": 800,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
-    try:
-        reply = request_json("POST", version.endpoint_url.rstrip("/") + "/chat/completions", body, timeout)
-    except EndpointCallFailed as error:
-        raise JudgeUnavailable(f"judge endpoint call failed: {error}") from error
-    response = reply.data
-    if reply.status != 200 or not isinstance(response, dict):
-        raise JudgeUnavailable(f"judge endpoint answered HTTP {reply.status}")
-    try:
-        content = response["choices"][0]["message"]["content"]
-        match = re.search(r"\{.*\}", content, re.DOTALL)
-        return json.loads(match.group(0))
-    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as error:
-        raise JudgeUnavailable(f"judge output is not JSON: {error}") from error
+    return ModelVersion.objects.filter(name=name, kind=ModelVersion.Kind.ENDPOINT).first()
 
 
 def derive_milestones(version, goal: str) -> list[dict]:
@@ -81,8 +57,6 @@ def handoff_note(view) -> str:
 
 def calibration_examples() -> str:
     """The active calibration round's adjudicated cases as prompt text ('' when there is none)."""
-    from flywheel.evaluation.calibration import judge_examples
-
     examples = judge_examples()
     if not examples:
         return ""

@@ -14,7 +14,6 @@ from devices.audit import audit, enabled_rules
 from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.uitree import node_at, parse_hierarchy
 from flywheel.blobs import read_blob
-from flywheel.console.events import publish
 from flywheel.evaluation import SystemVote
 from flywheel.evaluation.destinations import route_trajectory
 from flywheel.evaluation.llm_judge import judge_model_version
@@ -22,6 +21,7 @@ from flywheel.evaluation.system_a import system_a_vote
 from flywheel.evaluation.system_b import system_b_vote
 from flywheel.evaluation.system_c import system_c_vote
 from flywheel.evaluation.trajectory_view import StepView, TrajectoryView
+from flywheel.events import publish
 from flywheel.models import Line, Outcome, Step, Trajectory, Verdict, Vote
 from flywheel.policies.protocol import AGENT_STOPS
 from flywheel.rules.htsc import htsc_consensus
@@ -128,7 +128,7 @@ def evaluate_trajectory(trajectory: Trajectory, phone: PhoneConnection | None = 
     if claim is None:
         log.info("trajectory %s is judged elsewhere; not judging it again", trajectory.pk)
         return None
-    trajectory.refresh_from_db(fields=["flag", "verdict", "stop_reason", "status"])
+    trajectory.refresh_from_db(fields=["flag", "verdict", "stop_kind", "stop_reason", "status"])
     if trajectory.flag:
         return flag_for_people(trajectory, trajectory.flag, claim=claim)
     try:

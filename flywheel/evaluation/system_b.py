@@ -6,15 +6,16 @@ previous one. Then a global judgment: every milestone reached and the trajectory
 declaring success.
 
 How many milestones must hold is a threshold that adjudicators' decisions calibrate (§2.4.2,
-flywheel/evaluation/calibration.py): by default all of them; a calibrated share below 1 lets a
+flywheel/evaluation/calibration.py, read through thresholds.py): by default all of them; a calibrated share below 1 lets a
 trajectory that skipped an intermediate page (a shortcut) pass, the final milestone always holding.
 """
+from flywheel.endpoints.chat import JudgeUnavailable
 from flywheel.evaluation import SystemVote
+from flywheel.evaluation.llm_judge import derive_milestones
 from flywheel.evaluation.ocr import ocr_text
-from flywheel.evaluation.screens import find
+from flywheel.evaluation.thresholds import MILESTONE_SHARE, active_thresholds
 from flywheel.evaluation.trajectory_view import TrajectoryView
-
-MILESTONE_SHARE = 1.0    # share of the milestones that must hold, in order (the last one always)
+from flywheel.screens.selectors import find
 
 
 def _seen_by_ocr(loader, milestone) -> bool:
@@ -28,8 +29,6 @@ def _seen_by_ocr(loader, milestone) -> bool:
 
 def calibrated_thresholds() -> dict:
     """System B's thresholds: the latest calibration round's, else the defaults."""
-    from flywheel.evaluation.calibration import active_thresholds
-
     return active_thresholds("B")
 
 
@@ -58,8 +57,6 @@ def system_b_vote(view: TrajectoryView, judge=None, thresholds: dict | None = No
     milestones = view.verification.get("milestones") or []
     derived_note = ""
     if not milestones and judge is not None:
-        from flywheel.evaluation.llm_judge import JudgeUnavailable, derive_milestones
-
         try:
             milestones = derive_milestones(judge, view.goal)
             derived_note = f" (milestones derived by {judge.name})"

@@ -10,20 +10,22 @@ A handover is an ending too (Table 3): `call_user`/`clarify` where the task's sp
 rules (abstain); declaring success where the user was to take over is False.
 
 The loop length and the detour factor are thresholds that adjudicators' decisions calibrate
-(§2.4.2, flywheel/evaluation/calibration.py); the constants below hold until a round exists.
+(§2.4.2, flywheel/evaluation/calibration.py); the defaults (flywheel/evaluation/thresholds.py)
+hold until a round exists.
 """
+from flywheel.endpoints.chat import JudgeUnavailable
 from flywheel.evaluation import SystemVote
-from flywheel.evaluation.screens import find, screen_text
+from flywheel.evaluation.llm_judge import path_vote
+from flywheel.evaluation.thresholds import DETOUR_FACTOR, LOOP_LENGTH, active_thresholds
 from flywheel.evaluation.trajectory_view import TrajectoryView
 from flywheel.rules.repetition import same_action
+from flywheel.screens.selectors import find, screen_text
 
 INTERFERENCE = {
     "keeps stopping": "app crash", "isn't responding": "app not responding",
     "network unavailable": "network failure", "no internet connection": "network failure",
     "allow access": "permission dialog", "permission_allow_button": "permission dialog",
 }
-LOOP_LENGTH = 3          # this many identical consecutive actions on an unchanged screen
-DETOUR_FACTOR = 3        # steps beyond this multiple of the shortest known path
 
 
 def trailing_loop(view: TrajectoryView) -> int:
@@ -59,8 +61,6 @@ def goal_on_screen(view: TrajectoryView) -> bool | None:
 
 def calibrated_thresholds() -> dict:
     """System C's thresholds: the latest calibration round's, else the defaults."""
-    from flywheel.evaluation.calibration import active_thresholds
-
     return active_thresholds("C")
 
 
@@ -70,8 +70,6 @@ def system_c_vote(view: TrajectoryView, judge=None, thresholds: dict | None = No
         return SystemVote("C", "false", "the trajectory has no steps")
     fallback = ""
     if judge is not None:
-        from flywheel.evaluation.llm_judge import JudgeUnavailable, path_vote
-
         try:
             return path_vote(judge, view)
         except JudgeUnavailable as error:

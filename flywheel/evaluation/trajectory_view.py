@@ -1,6 +1,8 @@
 """What the judges see of a trajectory: its steps as plain records (from the DB or built in tests)."""
 from dataclasses import dataclass, field
 
+from flywheel.rules.stops import agent_ending
+
 
 @dataclass
 class StepView:
@@ -37,15 +39,7 @@ class TrajectoryView:
         """How the agent ended (Table 3): 'success' (terminate:success, or the handover the task
         expects), 'failure' (terminate:failure), 'handoff' (call_user/clarify the task does not
         ask for), 'premature_success' (declared done where the user was to take over), or 'none'."""
-        last = self.last_action or {}
-        name = last.get("action")
-        if name == "terminate":
-            if last.get("status") != "success":
-                return "failure"
-            return "premature_success" if self.expected_handoff else "success"
-        if name in ("call_user", "clarify"):
-            return "success" if name == self.expected_handoff else "handoff"
-        return "none"
+        return agent_ending(self.last_action, self.expected_handoff)
 
     def screens(self):
         """Every screen seen, in order, ending with the final one."""

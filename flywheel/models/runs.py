@@ -1,10 +1,13 @@
 """Model versions (the policies that act) and collection runs (the work that uses them)."""
 from django.conf import settings
 from django.db import models
+from django.db.models import CharField, Exists, OuterRef, Value
+from django.db.models.functions import Cast, Concat
 
+from devices.models import WorkItem
+from flywheel.endpoints.url_safety import validate_endpoint_url
 from flywheel.models.exploration import RunStatus
 from flywheel.models.trajectories import Line
-from flywheel.policies.url_safety import validate_endpoint_url
 
 
 class ModelVersion(models.Model):
@@ -24,11 +27,11 @@ class ModelVersion(models.Model):
         COMPACT = "compact", "Compact ranking policy (in-process)"
 
     name = models.CharField(max_length=200, unique=True)
-    kind = models.CharField(max_length=10, choices=Kind, default="offline")
+    kind = models.CharField(max_length=10, choices=Kind, default=Kind.OFFLINE)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="children")
     # Not a URLField: its validator refuses single-label hosts (http://gpu-host:8000/v1); this one
-    # checks the scheme and every address the host resolves to (flywheel/policies/url_safety.py).
+    # checks the scheme and every address the host resolves to (flywheel/endpoints/url_safety.py).
     endpoint_url = models.CharField(max_length=200, blank=True, validators=[validate_endpoint_url])
     served_model_name = models.CharField(max_length=200, blank=True)
     sampling = models.JSONField(default=dict, blank=True, help_text="pinned sampling config")
@@ -41,6 +44,24 @@ class ModelVersion(models.Model):
 
     def __str__(self):
         return self.name
+
+
+WORK_KIND_PREFIX = "collect:run:"  # a run's work items are of kind "collect:run:<run id>"
+
+
+def _has_open_work():
+    """A subquery: the run (OuterRef) has queued or assigned work items."""
+    kind = Concat(Value(WORK_KIND_PREFIX), Cast(OuterRef("pk"), output_field=CharField()))
+    return Exists(WorkItem.objects.filter(kind=kind).open())
+
+
+class CollectionRunQuerySet(models.QuerySet):
+    def with_open_work(self):
+        """Runs with work still queued or assigned."""
+        return self.filter(_has_open_work())
+
+    def without_open_work(self):
+        return self.exclude(_has_open_work())
 
 
 class CollectionRun(models.Model):
@@ -64,11 +85,22 @@ class CollectionRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    objects = CollectionRunQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at"]
 
     def __str__(self):
         return f"{self.get_line_display()} run #{self.pk}"
+
+    @property
+    def work_kind(self) -> str:
+        """The kind of this run's work items (devices.WorkItem): one kind per run."""
+        return f"{WORK_KIND_PREFIX}{self.pk}"
+
+    def work_items(self):
+        """This run's work items (`.open()`: those queued or assigned)."""
+        return WorkItem.objects.filter(kind=self.work_kind)
 
     @property
     def progress_percent(self):

@@ -4,6 +4,11 @@ from functools import cached_property
 from django.conf import settings
 from django.db import models
 
+from flywheel.rules.stops import StopKind
+
+# "" until it stops; the kinds are defined once, in the pure rules (flywheel/rules/stops.py).
+STOP_KINDS = [("", "Not stopped yet"), *((kind.value, kind.label) for kind in StopKind)]
+
 
 class Line(models.TextChoices):
     SEMI_AUTO = "semi_auto", "Semi-automatic"
@@ -52,6 +57,8 @@ class Trajectory(models.Model):
     annotator = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                   on_delete=models.SET_NULL, related_name="trajectories")
     status = models.CharField(max_length=15, choices=Status, default="running", db_index=True)
+    stop_kind = models.CharField(max_length=20, choices=STOP_KINDS, blank=True, default="",
+                                 help_text="how it stopped, as code reads it (stop_reason: the words a person reads)")
     stop_reason = models.CharField(max_length=200, blank=True)
     verdict = models.CharField(max_length=12, choices=Outcome, default="pending", db_index=True)
     destination = models.CharField(max_length=12, choices=Destination, blank=True, db_index=True)

@@ -29,11 +29,13 @@ class Proposal:
 
 
 class PolicyError(Exception):
-    """The policy could not propose (endpoint down, output unparseable); model_io is kept."""
+    """The policy could not propose (endpoint down, output unparseable); model_io is kept.
+    `endpoint_failed`: the model endpoint itself failed or refused the call (not the model's doing)."""
 
-    def __init__(self, message: str, model_io: dict | None = None):
+    def __init__(self, message: str, model_io: dict | None = None, endpoint_failed: bool = False):
         super().__init__(message)
         self.model_io = model_io
+        self.endpoint_failed = endpoint_failed
 
 
 class Policy(Protocol):

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from devices.uitree import UiNode, all_nodes, parse_hierarchy
-from flywheel.policies.offline import stems as offline_stems
-from flywheel.policies.offline import toggle_state, wanted_toggle_state
+from flywheel.screens.embedding import get_model
+from flywheel.screens.labels import stems as offline_stems
+from flywheel.screens.labels import toggle_state, wanted_toggle_state
 
 KINDS = ("tap", "long_press", "type", "swipe_up", "swipe_down", "back", "home", "enter", "open", "terminate")
 BUTTONS = {"back": "back", "home": "home", "enter": "enter"}  # the system buttons a candidate presses
@@ -202,8 +203,6 @@ class EmbeddingCache:
         self._lock = threading.Lock()
 
     def __call__(self, texts: list[str]) -> np.ndarray:
-        from flywheel.queries.embedding import get_model
-
         with self._lock:
             missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
         if missing:

@@ -8,13 +8,14 @@ safe_http: the URL is checked again, redirects are refused and replies are size-
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import math
 import time
 
+from flywheel.endpoints.safe_http import EndpointCallFailed, request_json
 from flywheel.policies.base import PolicyError, PolicyState, Proposal
 from flywheel.policies.protocol import DEFAULT_COORDS, DEFAULT_K, ProtocolError, build_messages, parse_output
-from flywheel.policies.safe_http import EndpointCallFailed, request_json
 
 # The pinned defaults; a ModelVersion's `sampling` may override these keys only.
 PINNED_SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 1024, "seed": 0}
@@ -40,8 +41,6 @@ def _redact_images(messages: list[dict]) -> list[dict]:
 
 
 def _data_url_bytes(url: str) -> bytes:
-    import base64
-
     return base64.b64decode(url.split(",", 1)[1]) if url.startswith("data:") else url.encode()
 
 
@@ -111,7 +110,7 @@ class EndpointPolicy:
             model_io["attempts"].append(record)
             if failure is not None:
                 if not failure.retryable:
-                    raise PolicyError(f"the endpoint call was refused: {failure}", model_io)
+                    raise PolicyError(f"the endpoint call was refused: {failure}", model_io, endpoint_failed=True)
             else:
                 record.update(status=reply.status, bytes=reply.size)
                 # Only a parsed JSON reply is kept (its size is capped); a non-JSON body is not.
@@ -120,12 +119,13 @@ class EndpointPolicy:
                     return reply.data
                 if reply.status not in RETRYABLE_STATUS:
                     raise PolicyError(f"the endpoint answered HTTP {reply.status}"
-                                      + ("" if reply.status != 200 else " without a JSON object"), model_io)
+                                      + ("" if reply.status != 200 else " without a JSON object"), model_io,
+                                      endpoint_failed=500 <= reply.status < 600)  # a 5xx: the server broke
             if attempt < self.retries:
                 time.sleep(min(4.0, 0.25 * 2 ** attempt))
         last = model_io["attempts"][-1]
         raise PolicyError(f"the endpoint failed {len(model_io['attempts'])} time(s); last: "
-                          f"{last.get('error') or 'HTTP ' + str(last.get('status'))}", model_io)
+                          f"{last.get('error') or 'HTTP ' + str(last.get('status'))}", model_io, endpoint_failed=True)
 
 
 def _confidence(response: dict) -> float | None:

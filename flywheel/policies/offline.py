@@ -15,6 +15,8 @@ from flywheel.policies.base import PolicyState, Proposal
 from flywheel.policies.narration import NOISE, narrated_steps
 from flywheel.policies.protocol import describe_action
 from flywheel.rules.consistency import words
+from flywheel.screens.labels import label_node, label_of, stems, toggle_state, wanted_toggle_state
+from flywheel.screens.selectors import find_target
 
 MAX_STEPS = 20
 MAX_SEARCH_SCROLLS = 3
@@ -25,56 +27,7 @@ GOAL_FILLER = frozenset("""open app tap click turn set go find show use want ple
 into using called named see check get let put change switch enable disable setting choose select
 press long stay""".split())
 _QUOTED = re.compile(r"(?<!\w)[\"“”']([^\"“”]{1,80}?)[\"“”'](?!\w)")
-SELECTOR_KEYS = ("text", "text_contains", "resource_id", "content_desc")
 NARRATED_ACTIONS = ("click", "double_click", "long_press", "type")
-
-
-def find_target(nodes: list[UiNode], target: dict) -> UiNode | None:
-    """A known-path `target` (docs/query-format.md) in the hierarchy; `index` picks the n-th match."""
-    tests = {"text": lambda n, v: n.text == v,
-             "text_contains": lambda n, v: v.lower() in n.text.lower(),
-             "resource_id": lambda n, v: n.resource_id == v,
-             "content_desc": lambda n, v: n.desc == v}
-    used = [key for key in SELECTOR_KEYS if key in target]
-    if not used:
-        return None
-    found = [node for node in nodes if all(tests[key](node, target[key]) for key in used)]
-    index = target.get("index", 0)
-    return found[index] if isinstance(index, int) and 0 <= index < len(found) else None
-
-
-def stems(text: str) -> set[str]:
-    """Content words, crudely singular ("notes" matches "note")."""
-    return {w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words(text)}
-
-
-def _label_node(node: UiNode, wanted: set) -> UiNode:
-    """The descendant whose own text matches best (a row's title), else the node itself."""
-    scored = [(len(stems(n.text or n.desc) & wanted), n) for n in node.walk() if (n.text or n.desc) and n.area]
-    scored = [(score, n) for score, n in scored if score]
-    return max(scored, key=lambda pair: pair[0])[1] if scored else node
-
-
-def wanted_toggle_state(goal: str):
-    if re.search(r"\b(turn|switch|set)\s+(\w+\s+){0,3}?on\b|\benable\b|\bon\b$", goal, re.I):
-        return True
-    if re.search(r"\b(turn|switch|set)\s+(\w+\s+){0,3}?off\b|\bdisable\b", goal, re.I):
-        return False
-    return None
-
-
-def toggle_state(node: UiNode):
-    """checked of the switch / checkbox in a row, or None when the row has none."""
-    for n in node.walk():
-        if any(kind in n.cls for kind in ("Switch", "CheckBox", "ToggleButton")):
-            return n.checked
-    return None
-
-
-def label_of(node: UiNode) -> str:
-    """What a person would call the element: its own text, else its first descendant's (a row's title)."""
-    first = next((n.text or n.desc for n in node.walk() if n.text or n.desc), "")
-    return (first or node.resource_id.rsplit("/", 1)[-1])[:60]
 
 
 class OfflinePolicy:
@@ -228,7 +181,7 @@ class OfflinePolicy:
             remaining = goal_words - covered
             node = self._best(nodes, remaining, clicked)
         if node is not None:
-            target = _label_node(node, remaining)  # tap the words a person would tap, not the row's middle
+            target = label_node(node, remaining)  # tap the words a person would tap, not the row's middle
             name = "long_press" if re.search(r"long[- ]?press|press and hold", goal, re.I) and not any(
                 entry.action.get("action") == "long_press" for entry in history) else "click"
             return ({"action": name, "point": list(target.center), "coords": "pixel"},
@@ -283,7 +236,7 @@ class OfflinePolicy:
             last = {_history_point(done[-1])} if done and step.action == "confirm" else set()
             node = self._best(nodes, wanted, last)
             if node is not None:
-                target = _label_node(node, wanted)
+                target = label_node(node, wanted)
                 action = "long_press" if step.action == "long_press" else "click"
                 return ({"action": action, "point": list(target.center), "coords": "pixel"}, plan, label_of(node), 0.6)
         if _trailing_scrolls(state.history) < MAX_SEARCH_SCROLLS and _scrollable(nodes):
@@ -297,7 +250,7 @@ class OfflinePolicy:
         for node in nodes:
             if not (node.clickable or node.long_clickable) or not node.enabled or node.area == 0:
                 continue
-            if tuple(node.center) in clicked or tuple(_label_node(node, wanted).center) in clicked:
+            if tuple(node.center) in clicked or tuple(label_node(node, wanted).center) in clicked:
                 continue
             own = len(stems(label_of(node)) & wanted)
             score = len(stems(node.all_text()) & wanted)

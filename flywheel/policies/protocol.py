@@ -21,14 +21,11 @@ import re
 from dataclasses import dataclass, field
 
 from devices.actions import ACTIONS, COORDS, FIELDS, SYSTEM_BUTTONS, ActionError, normalize_action
+from flywheel.rules.stops import AGENT_STOPS, ASKING_ACTIONS, ENDING_ACTIONS  # noqa: F401 (Table 3, defined once)
 
 TAGS = ("Observation", "Reflection", "Plan", "Decision", "Memory")
 REQUIRED_TAGS = ("Observation", "Plan", "Decision")  # Reflection only when a plan failed (§2.3.6)
 DEFAULT_K = 5
-# Table 3: how the control actions end a trajectory. One definition for every line and judge.
-ENDING_ACTIONS = ("terminate", "call_user")    # the task is over, or handed back to the user
-ASKING_ACTIONS = ("clarify",)                  # the agent waits for the user's answer, then goes on
-AGENT_STOPS = ENDING_ACTIONS + ASKING_ACTIONS  # a last action that shows the agent itself stopped there
 DEFAULT_COORDS = "thousandths"
 POINT_FIELDS = ("point", "start", "end")
 # Spellings models use for the canonical fields.

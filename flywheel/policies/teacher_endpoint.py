@@ -18,7 +18,7 @@ from devices.actions import RESOLVED_FIELDS, ActionError, normalize_action
 from flywheel.policies.base import PolicyError, PolicyState, Proposal
 from flywheel.policies.endpoint import EndpointPolicy, _confidence, _redact_images
 from flywheel.policies.protocol import ProtocolError, history_text, parse_output, system_prompt
-from flywheel.policies.teacher import (
+from flywheel.policies.teacher_context import (
     TeacherAnswer,
     TeacherContext,
     TeacherFailed,

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import logging
 
-from flywheel.policies.offline import GOAL_FILLER, _label_node, label_of, stems
+from flywheel.models import Edge, GemPage
+from flywheel.policies.offline import GOAL_FILLER
 from flywheel.policies.teacher_path import Candidate, _resolve, visible_nodes
+from flywheel.queries import gem
+from flywheel.screens.labels import label_node, label_of, stems
+from flywheel.screens.page_identity import fingerprint, match_page, thresholds_for
 
 log = logging.getLogger(__name__)
 GEM_CONFIDENCE = 0.75        # the first edge of a GEM path resolved on this screen
@@ -21,9 +25,6 @@ DETOUR_VIAS = ("home", "recents", "launch")
 
 def current_page(ctx):
     """The GemPage this screen is (among the pages of the query's apps and the foreground app)."""
-    from flywheel.models import GemPage
-    from flywheel.queries.page_identity import fingerprint, match_page, thresholds_for
-
     packages = list(dict.fromkeys([*ctx.apps, (ctx.foreground or {}).get("package", "")]))
     pages = list(GemPage.objects.filter(app__package__in=[p for p in packages if p]).select_related("app"))
     if not pages:
@@ -46,9 +47,6 @@ def gem_candidates(ctx) -> list[Candidate]:
 
 
 def _gem_candidates(ctx) -> list[Candidate]:
-    from flywheel.models import Edge
-    from flywheel.queries import gem
-
     if not ctx.gem_path and not ctx.target_pages:
         return []
     edges = {edge.pk: edge for edge in Edge.objects.filter(pk__in=ctx.gem_path)}
@@ -110,4 +108,4 @@ def _goal_sibling(goal: str, action: dict | None, label: str | None, nodes) -> t
     best = max(rows, key=named, default=hit)
     if named(best) <= named(hit):
         return action, label
-    return {**action, "point": list(_label_node(best, wanted).center)}, label_of(best)
+    return {**action, "point": list(label_node(best, wanted).center)}, label_of(best)

@@ -1,7 +1,7 @@
 """The built-in offline Teacher: the known path first, then the GEM, then the goal's words.
 
 1. Known path (teacher_path.py): which known-path step this screen is at, given the prefix → that
-   step's target resolved here (flywheel.policies.offline.find_target).
+   step's target resolved here (flywheel.screens.selectors.find_target).
 2. GEM (teacher_gem.py): the screen's GemPage → the cheapest path to a target page → its first
    edge resolved here.
 3. Otherwise the offline policy's goal matching, with LOW confidence: the Teacher is guessing.
@@ -12,10 +12,11 @@ action, the next one is given with low confidence (and if there is none, Back, l
 """
 from __future__ import annotations
 
+from devices.uitree import all_nodes, node_at, parse_hierarchy
 from flywheel.policies.base import PolicyState, Proposal
-from flywheel.policies.offline import OfflinePolicy, label_of
+from flywheel.policies.offline import OfflinePolicy
 from flywheel.policies.protocol import AGENT_STOPS, describe_action
-from flywheel.policies.teacher import (
+from flywheel.policies.teacher_context import (
     TeacherAnswer,
     TeacherContext,
     context_from_state,
@@ -25,6 +26,7 @@ from flywheel.policies.teacher import (
 )
 from flywheel.policies.teacher_gem import gem_candidates
 from flywheel.policies.teacher_path import Candidate, path_candidates, visible_nodes
+from flywheel.screens.labels import label_of
 
 GUESS_CONFIDENCE = 0.3        # the goal's words alone: a guess, not a correction to trust
 SECOND_CHOICE_CONFIDENCE = 0.3  # the best answer was the wrong action itself
@@ -134,8 +136,6 @@ class OfflineTeacher:
 def _opened_by_the_agent(ctx: TeacherContext) -> bool:
     """A dialog of the app itself that came right after a tap: the agent opened it (a folder-name
     dialog, a context menu), it is no interruption. System windows and known interruptions are."""
-    from devices.uitree import all_nodes, parse_hierarchy
-
     nodes = list(all_nodes(parse_hierarchy(ctx.hierarchy_xml or "")))
     if any(n.package in SYSTEM_WINDOWS for n in nodes[:2]) or any(
             mark in (n.resource_id + " " + n.desc).lower() for n in nodes for mark in INTERRUPTION_MARKS):
@@ -145,8 +145,6 @@ def _opened_by_the_agent(ctx: TeacherContext) -> bool:
 
 
 def _label(action: dict, hierarchy_xml: str) -> str | None:
-    from devices.uitree import node_at, parse_hierarchy
-
     point = action.get("point")
     if not isinstance(point, list) or len(point) != 2:
         return None

@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devices.uitree import UiNode, all_nodes, node_at, parse_hierarchy
-from flywheel.policies.offline import SYSTEM_PACKAGES, OfflinePolicy, find_target
+from flywheel.policies.offline import SYSTEM_PACKAGES, OfflinePolicy
+from flywheel.policies.protocol import AGENT_STOPS, ENDING_ACTIONS
+from flywheel.screens.selectors import find_target
 
 LOOK_AHEAD = 2              # the steps after the expected one whose target may already be on screen
 MAX_SEARCH_SCROLLS = 3      # a target not on screen is looked for this many swipes
-TARGETLESS = ("open", "system_button", "wait", "take_notes", "terminate", "clarify", "call_user")
+TARGETLESS = ("open", "system_button", "wait", "take_notes", *AGENT_STOPS)
 
 
 @dataclass
@@ -34,7 +36,7 @@ def effective_steps(known_path: dict | None, apps: list[str]) -> list[dict]:
     steps = [step for step in (known_path or {}).get("steps") or [] if isinstance(step, dict) and step.get("action")]
     if steps and steps[0].get("action") != "open" and apps:
         steps.insert(0, {"action": "open", "app": apps[0]})
-    if steps and steps[-1].get("action") not in ("terminate", "call_user"):
+    if steps and steps[-1].get("action") not in ENDING_ACTIONS:
         steps.append({"action": "terminate", "status": "success"})
     return steps
 

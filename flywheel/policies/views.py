@@ -43,7 +43,7 @@ def endpoint_add(request):
     if ModelVersion.objects.filter(name=name).exists():
         messages.error(request, f"A model version named {name!r} exists already.")
         return redirect("endpoint-list")
-    version = ModelVersion(name=name, kind="endpoint", endpoint_url=url, sampling=sampling,
+    version = ModelVersion(name=name, kind=ModelVersion.Kind.ENDPOINT, endpoint_url=url, sampling=sampling,
                            served_model_name=request.POST.get("served_model_name", "").strip())
     try:
         # The model's own rules (url_safety's endpoint rule among them), as the API applies them.
@@ -69,7 +69,7 @@ def _check(version):
 @require_POST
 def endpoint_check(request, pk):
     """GET {url}/models now; htmx swaps in the row."""
-    version = get_object_or_404(ModelVersion, pk=pk, kind="endpoint")
+    version = get_object_or_404(ModelVersion, pk=pk, kind=ModelVersion.Kind.ENDPOINT)
     _check(version)
     if request.headers.get("HX-Request"):
         return render(request, "flywheel/_endpoint_row.html", {"version": version})

@@ -3,8 +3,7 @@ import logging
 
 from django.db import IntegrityError, transaction
 
-from devices.models import WorkItem
-from flywheel.console.events import publish
+from flywheel.events import publish
 from flywheel.models import CollectionRun, ModelVersion, Query, RlQueryEntry, RlRollout, Trajectory
 from flywheel.rules.pools import LEAVE, RETIRE, WAIT, phase0_prescreen, rl_pool_metabolism, rl_uniform_intake_gate
 
@@ -69,14 +68,11 @@ def group_verdicts(run: CollectionRun, query_id: int) -> list[str]:
     A rollout re-collected after Env_ERROR counts by its re-collection; a rollout still queued or
     being collected counts as "pending".
     """
-    from flywheel.collection.runs import OPEN_ITEM, run_kind
-
     trajectories = list(Trajectory.objects.filter(run=run, query_id=query_id)
                         .values_list("pk", "verdict", "recollection_of_id"))
     replaced = {parent for _, _, parent in trajectories if parent}
     verdicts = [verdict for pk, verdict, _ in trajectories if pk not in replaced]
-    still_open = WorkItem.objects.filter(kind=run_kind(run), status__in=OPEN_ITEM,
-                                         payload__query_id=query_id).count()
+    still_open = run.work_items().open().filter(payload__query_id=query_id).count()
     return verdicts + ["pending"] * still_open
 
 

@@ -21,11 +21,12 @@ from __future__ import annotations
 import json
 import time
 
+from django.conf import settings
+
 from devices.executor import ActionExecutor
 from devices.observation import observe
 from devices.phone import PhoneUnavailable
 from devices.uitree import all_nodes, parse_hierarchy
-from flywheel.policies.offline import find_target
 from flywheel.queries import exploration_store as store
 from flywheel.queries.exploration_cross import CrossAppSteps
 from flywheel.queries.exploration_rules import (
@@ -39,10 +40,9 @@ from flywheel.queries.exploration_rules import (
     switch_state,
     words_pattern,
 )
-from flywheel.queries.page_identity import fingerprint, layout_distance, match_page, same_page
 from flywheel.queries.page_io import read_page
-
-SETTLE_S = 0.05
+from flywheel.screens.page_identity import fingerprint, layout_distance, match_page, same_page
+from flywheel.screens.selectors import find_target
 
 
 class ExplorationStopped(Exception):
@@ -65,6 +65,7 @@ class AppExplorer(CrossAppSteps):
         self.app = store.app_row(package)
         self.thresholds = store.thresholds(self.app)
         self.deadline = config["_deadline"]
+        self.settle_s = float(settings.EXPLORATION_SETTLE_S)  # after each action, before the next look
         self.typed = []
         # Scrolled views seen in this process: path (ending in swipes) -> fingerprint. The top of a
         # long list is out of view after a few scrolls, so "still page P?" is asked of the view.
@@ -138,7 +139,8 @@ class AppExplorer(CrossAppSteps):
             raise ExplorationStopped("lease lost")
         if result.phone_lost:
             raise PhoneUnavailable(result.error)
-        time.sleep(SETTLE_S)
+        if self.settle_s > 0:
+            time.sleep(self.settle_s)
         return result.ok
 
     def launch(self):
@@ -253,7 +255,7 @@ class AppExplorer(CrossAppSteps):
         budget = int(self.config.get("max_actions_per_page", 60))
         scrollable = any(e.get("scrollable") for e in observed[2].elements) or observed[2].scrollable
         view, view_print = item, observed[1]
-        self.views[path_key(path)] = view_print
+        self.remember_view(path, view_print)
         for _scroll in range(int(self.config.get("max_scrolls", 8)) + 1):
             candidates = self.candidates(observed[2], count=True)
             self.view_keys = {key for _, _, key in candidates}
@@ -283,7 +285,12 @@ class AppExplorer(CrossAppSteps):
                     self.looks_like(observed[1], view_print) or self.looks_like(observed[1], page)):
                 return
             view_print = observed[1]
-            self.views[path_key(view["path"])] = view_print
+            self.remember_view(view["path"], view_print)
+
+    def remember_view(self, path, view_print):
+        """Kept for the rest of the run: hashed now, so that no screenshot is held per view."""
+        _ = view_print.phash
+        self.views[path_key(path)] = view_print
 
     def is_on_view(self, view_print) -> bool:
         here = self.where()

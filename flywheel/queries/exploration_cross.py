@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flywheel.queries import exploration_store as store
 from flywheel.queries.exploration_rules import is_share_sheet
-from flywheel.queries.page_identity import same_page
+from flywheel.screens.page_identity import same_page
 
 
 class CrossAppSteps:

@@ -19,7 +19,8 @@ from devices import leases
 from devices.models import Device
 from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.reset import reset_phone
-from flywheel.models import ExplorationRun
+from flywheel import jobs
+from flywheel.models import App, Edge, ExplorationRun, GemPage
 from flywheel.models.exploration import RunStatus
 from flywheel.queries import exploration_store as store
 from flywheel.queries.exploration import AppExplorer, ExplorationStopped
@@ -60,9 +61,7 @@ def launch_exploration(apps, config=None, user=None, dispatch=True) -> Explorati
 
 
 def dispatch_exploration(run):
-    from flywheel.queries.exploration_tasks import explore_apps
-
-    result = explore_apps.apply_async((run.pk,))
+    result = jobs.task(jobs.EXPLORE_APPS).apply_async((run.pk,))
     ExplorationRun.objects.filter(pk=run.pk).update(celery_task_id=result.id[:64], heartbeat_at=timezone.now())
     return result.id
 
@@ -97,10 +96,8 @@ def refresh_totals(run):
 
 
 def _save_app(run_id, package, explorer_state, status=None):
-    from flywheel.models import App, Edge, GemPage
-
     app = App.objects.filter(package=package).first()
-    pages = GemPage.objects.filter(app=app, kind__in=["page", "dialog"]).count() if app else 0
+    pages = GemPage.objects.filter(app=app, kind__in=[GemPage.Kind.PAGE, GemPage.Kind.DIALOG]).count() if app else 0
     edges = Edge.objects.filter(source__app=app).count() if app else 0
 
     def change(run):

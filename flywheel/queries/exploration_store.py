@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from flywheel.blobs import store_blob
 from flywheel.models import App, Edge, ExplorationRun, GemPage
-from flywheel.queries.page_identity import match_page, thresholds_for
 from flywheel.queries.page_io import describe_io
+from flywheel.screens.page_identity import match_page, thresholds_for
 
 _run_lock = threading.Lock()   # several phones' threads update the same run's JSON fields
 MAX_PROBLEMS = 500
@@ -42,7 +42,7 @@ def page(page_id) -> GemPage | None:
 
 
 def page_count(app) -> int:
-    return GemPage.objects.filter(app=app, kind__in=["page", "dialog"]).count()
+    return GemPage.objects.filter(app=app, kind__in=[GemPage.Kind.PAGE, GemPage.Kind.DIALOG]).count()
 
 
 def update_run(run_id, change):
@@ -121,7 +121,7 @@ def action_key(via: str, action: dict) -> str:
 
 
 def record_edge(run_id, source, target, via, action, kind=None):
-    kind = kind or ("intra" if source.app_id == target.app_id else "cross")
+    kind = kind or (Edge.Kind.INTRA if source.app_id == target.app_id else Edge.Kind.CROSS)
     key = action_key(via, action)
     try:
         with transaction.atomic():
@@ -140,17 +140,17 @@ def add_clipboard_and_home_edges(run_id, app):
     """Edges every page of the app has through system surfaces: Home (to the launcher page) and,
     for pages that copy text, the clipboard (to other apps' pages that take text)."""
     launcher = GemPage.objects.filter(kind=GemPage.Kind.LAUNCHER).order_by("id").first()
-    pages = list(GemPage.objects.filter(app=app, kind__in=["page", "dialog"]))
+    pages = list(GemPage.objects.filter(app=app, kind__in=[GemPage.Kind.PAGE, GemPage.Kind.DIALOG]))
     if launcher is not None:
         for page_ in pages:
-            if page_.kind == "page":
+            if page_.kind == GemPage.Kind.PAGE:
                 record_edge(run_id, page_, launcher, "home", {"action": "system_button", "button": "home"},
                             kind="cross")
     copiers = [p for p in pages if any("copied" in output for output in p.outputs or [])]
     if not copiers:
         return
     takers = {}
-    for candidate in GemPage.objects.exclude(app=app).filter(kind="page", app__is_system=False).order_by("depth", "id"):
+    for candidate in GemPage.objects.exclude(app=app).filter(kind=GemPage.Kind.PAGE, app__is_system=False).order_by("depth", "id"):
         if candidate.app_id in takers or not candidate.inputs:
             continue
         takers[candidate.app_id] = candidate

@@ -1,30 +1,28 @@
 """Celery tasks of app exploration (registered through flywheel/tasks.py under flywheel.tasks.*)."""
 from celery import shared_task
 
-TASK_BUDGET_S = 30 * 60   # as exploration_runs.TASK_BUDGET_S (not imported: no models at import time)
+from flywheel import jobs
+from flywheel.models import ExplorationRun
+from flywheel.queries import exploration_runs
+from flywheel.queries.exploration_runs import TASK_BUDGET_S
 
 __all__ = ["explore_apps", "resume_explorations"]
 
 
 # Acked on receipt like collection drivers: a lost task is re-dispatched by beat
 # (resume_explorations) from the run's saved frontier, not redelivered by the broker.
-@shared_task(name="flywheel.tasks.explore_apps", acks_late=False,
+@shared_task(name=jobs.EXPLORE_APPS, acks_late=False,
              soft_time_limit=TASK_BUDGET_S + 10 * 60, time_limit=TASK_BUDGET_S + 15 * 60)
 def explore_apps(run_id):
     """Drive phones for one exploration run until it is done, cancelled or this task's budget ends."""
-    from flywheel.models import ExplorationRun
-    from flywheel.queries.exploration_runs import dispatch_exploration, explore_run
-
-    outcome = explore_run(run_id)
+    outcome = exploration_runs.explore_run(run_id)
     run = ExplorationRun.objects.get(pk=run_id)
     if run.status == "running" and outcome.get("phones"):
-        dispatch_exploration(run)  # the task's budget is spent: a fresh task carries on
+        exploration_runs.dispatch_exploration(run)  # the task's budget is spent: a fresh task carries on
     return outcome
 
 
 @shared_task(name="flywheel.tasks.resume_explorations")
 def resume_explorations():
     """Beat: running explorations whose heartbeat went stale are dispatched again."""
-    from flywheel.queries.exploration_runs import resume_stale_runs
-
-    return resume_stale_runs()
+    return exploration_runs.resume_stale_runs()

@@ -7,6 +7,7 @@ from accounts.roles import MANAGER, role_required
 from devices.models import Device
 from flywheel.models import App, ExplorationRun, GemPage
 from flywheel.models.exploration import RunStatus
+from flywheel.polling import render_live
 from flywheel.queries.exploration_runs import DEFAULT_CONFIG, cancel_exploration, launch_exploration
 
 BUDGET_FIELDS = ("max_depth", "max_pages", "max_seconds", "phones")
@@ -66,10 +67,8 @@ def exploration_detail(request, run_id):
     context = {"run": run, "rows": _app_rows(run), "live": live,
                "problems": list(reversed(run.problems[-100:])),
                "pages": GemPage.objects.filter(explored_by=run).select_related("app").order_by("app__package", "depth")[:300]}
-    if request.headers.get("HX-Request"):
-        # 286 tells htmx to stop polling once the run is over.
-        return render(request, "flywheel/_exploration_live.html", context, status=200 if live else 286)
-    return render(request, "flywheel/exploration_detail.html", context)
+    return render_live(request, "flywheel/exploration_detail.html", context, live=live,
+                       panel="flywheel/_exploration_live.html")
 
 
 @role_required(MANAGER)

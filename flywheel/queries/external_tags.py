@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from flywheel.endpoints.chat import JudgeUnavailable, ask_json
+from flywheel.models import ModelVersion
 from flywheel.rules.external_tagging import GRADES, tag
 
 AMBIGUITY_TIERS = ("L1", "L2", "L3")
@@ -24,8 +26,6 @@ LLM_PROMPT = (
 
 
 def _from_llm(text: str, model_version, offline: dict) -> dict:
-    from flywheel.evaluation.llm_judge import JudgeUnavailable, ask_json
-
     try:
         answer = ask_json(model_version, LLM_PROMPT, f"Task: {text}", timeout=30)
     except JudgeUnavailable as error:
@@ -66,7 +66,7 @@ def tag_external(text: str, apps=None, model_version=None) -> dict:
     farm's; `model_version`: an endpoint ModelVersion to ask instead of the rules."""
     known = apps if isinstance(apps, dict) else {label: label for label in (apps or []) if label}
     offline = {**tag(text, known), "tagged_by": "rules"}
-    if model_version is not None and getattr(model_version, "kind", "") == "endpoint":
+    if model_version is not None and getattr(model_version, "kind", "") == ModelVersion.Kind.ENDPOINT:
         return _from_llm(text, model_version, offline)
     return offline
 

@@ -30,7 +30,7 @@ from collections import Counter, defaultdict, deque
 
 from django.db import transaction
 
-from flywheel.models import App, Edge, FunctionNode, GemPage
+from flywheel.models import App, Edge, FunctionNode, GemPage, ModelVersion
 from flywheel.queries.function_tree_edit import (  # the services live there; callers use them from here
     TreeEditError,
     approve,
@@ -53,6 +53,7 @@ from flywheel.queries.function_tree_labels import (
     page_label,
     slug,
 )
+from flywheel.queries.function_tree_vlm import TreeExtractionError, vlm_spec
 
 log = logging.getLogger(__name__)
 SYSTEM_KINDS = (GemPage.Kind.LAUNCHER, GemPage.Kind.RECENTS, GemPage.Kind.SHARE_SHEET)
@@ -331,9 +332,7 @@ def build_tree_from_gem(app, model_version=None) -> dict:
     a VLM extracts the tree; a failed or malformed answer falls back to the offline tree."""
     problems, origin = [], FunctionNode.Origin.EXPLORED
     spec = offline_spec(app)
-    if model_version is not None and model_version.kind == "endpoint":
-        from flywheel.queries.function_tree_vlm import TreeExtractionError, vlm_spec
-
+    if model_version is not None and model_version.kind == ModelVersion.Kind.ENDPOINT:
         try:
             spec, origin = vlm_spec(app, model_version, draft=spec), FunctionNode.Origin.VLM
         except TreeExtractionError as error:

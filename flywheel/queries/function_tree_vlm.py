@@ -12,8 +12,8 @@ import re
 import jsonschema
 
 from flywheel.blobs import read_blob
+from flywheel.endpoints.safe_http import EndpointCallFailed, request_json
 from flywheel.models import GemPage
-from flywheel.policies.safe_http import EndpointCallFailed, request_json
 
 MAX_PAGES = 60          # pages described in the prompt
 MAX_SCREENSHOTS = 8     # of them, with their screenshot
@@ -111,7 +111,7 @@ def parse_tree(text: str, page_ids) -> list[dict]:
 
 
 def vlm_spec(app, model_version, draft) -> list[dict]:
-    pages = list(GemPage.objects.filter(app=app).exclude(kind__in=("launcher", "recents", "share_sheet"))
+    pages = list(GemPage.objects.filter(app=app).exclude(kind__in=(GemPage.Kind.LAUNCHER, GemPage.Kind.RECENTS, GemPage.Kind.SHARE_SHEET))
                  .order_by("depth", "pk")[:MAX_PAGES])
     if not pages:
         raise TreeExtractionError("no explored pages to describe")

@@ -17,30 +17,33 @@ import numpy as np
 from django.conf import settings
 from django.utils import timezone
 
-from flywheel.models import App, Edge, FunctionNode
+from flywheel.endpoints.chat import JudgeUnavailable, ask_json
+from flywheel.models import App, Edge, FunctionNode, ModelVersion
+from flywheel.queries import gem
 from flywheel.queries.drafts import QueryDraft
-from flywheel.queries.embedding import embed, embed_cached
-from flywheel.rules.intake_gates import MIN_REALISM, QUOTED, complexity_label, polish, realism
+from flywheel.queries.vocabulary import PERSONAS
+from flywheel.rules.intake_gates import QUOTED, complexity_label, polish, realism
+from flywheel.screens.embedding import embed, embed_cached
 
 log = logging.getLogger(__name__)
 
-# Calibrated on the virtual farm shop app's function tree (tests/flywheel/queries/test_gates.py):
-# queries about a node score 0.44–0.99 with their best view of it, unrelated ones 0.16–0.31.
-DEFAULT_MIN_SIMILARITY = 0.35
 TAG_MARGIN = 0.05      # other nodes this close to the best are anchored too
 MAX_TAGS = 3
 
 
 def min_similarity() -> float:
-    return float(getattr(settings, "GATE3_MIN_SIMILARITY", DEFAULT_MIN_SIMILARITY))
+    # The default 0.35 is calibrated on the virtual farm shop app's function tree (tests/flywheel/
+    # queries/test_gates.py): queries about a node score 0.44–0.99 with their best view of it,
+    # unrelated ones 0.16–0.31.
+    return settings.GATE3_MIN_SIMILARITY
 
 
 def min_realism() -> float:
-    return float(getattr(settings, "GATE1_MIN_REALISM", MIN_REALISM))
+    return settings.GATE1_MIN_REALISM
 
 
 def _endpoint(model_version):
-    return model_version if model_version is not None and getattr(model_version, "kind", "") == "endpoint" else None
+    return model_version if model_version is not None and getattr(model_version, "kind", "") == ModelVersion.Kind.ENDPOINT else None
 
 
 def _reject(draft: QueryDraft, gate: str, reason: str) -> None:
@@ -62,13 +65,9 @@ class _Gem:
         self.function_pages = dict(FunctionNode.objects.filter(id__in=function_ids, page__isnull=False)
                                    .values_list("id", "page_id"))
         self.now = timezone.now()
-        try:
-            from flywheel.queries import gem
-        except ImportError:  # the GEM module is optional for this check: edge rows suffice
-            gem = None
         self.gem = gem
         # One graph for the whole call: each path query would otherwise re-read the version stamp.
-        self.graph = gem.gem_graph() if gem is not None and drafts else None
+        self.graph = gem.gem_graph() if drafts else None
 
     def completable(self, draft: QueryDraft) -> tuple[bool, str]:
         unknown = [p for p in draft.apps if p not in self.apps]
@@ -111,8 +110,6 @@ JUDGE_PROMPT = (
 
 def _llm_judge(model_version, draft: QueryDraft) -> dict | str:
     """The judge's {realism, completable, reason}, or why its answer cannot be used."""
-    from flywheel.evaluation.llm_judge import JudgeUnavailable, ask_json
-
     steps = ((draft.known_path or {}).get("steps") or [])[:15] if isinstance(draft.known_path, dict) else []
     user = f"Task: {draft.text}\nApps: {', '.join(draft.apps)}\nKnown path ({len(steps)} steps): {steps}"
     try:
@@ -170,9 +167,6 @@ REWRITE_PROMPT = (
 
 
 def _llm_rewrite(model_version, text: str, persona: str) -> str | None:
-    from flywheel.evaluation.llm_judge import JudgeUnavailable, ask_json
-    from flywheel.queries.vocabulary import PERSONAS
-
     label, style = PERSONAS.get(persona, ("a phone user", "plain speech"))
     try:
         answer = ask_json(model_version, REWRITE_PROMPT, f"Person: {label} ({style})\nTask: {text}", timeout=30)

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from flywheel.models import Edge, GemPage, Outcome, Query, Trajectory
 from flywheel.queries import gem
+from flywheel.screens.page_identity import fingerprint, match_page, thresholds_for
 
 log = logging.getLogger(__name__)
 MAX_COOLDOWN_S = 24 * 3600
@@ -98,8 +99,6 @@ def _path_position(done_actions: list[dict], path: list[int]) -> int:
 
 def _page_of_step(step, path: list[int]) -> int | None:
     """The page of the path (a source of one of its edges) the step's screen shows, if any."""
-    from flywheel.queries.page_identity import fingerprint, match_page, thresholds_for
-
     if not step.screenshot or not step.hierarchy:
         return None
     try:

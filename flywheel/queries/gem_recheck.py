@@ -24,9 +24,10 @@ from devices.profiles import satisfies
 from devices.reset import ResetError, reset_phone
 from devices.uitree import all_nodes, page_text, parse_hierarchy
 from flywheel.models import Edge, GemPage
-from flywheel.policies.offline import find_target
 from flywheel.queries import gem
 from flywheel.queries.gem_feedback import cooldown_for, restore_edge
+from flywheel.screens.page_identity import fingerprint, same_page, thresholds_for
+from flywheel.screens.selectors import find_target
 
 log = logging.getLogger(__name__)
 SETTLE_S = 0.3          # after each input, before reading the next screen
@@ -136,8 +137,6 @@ def concrete_action(step: dict, hierarchy_xml: str) -> dict | None:
 def _shows_page(observation, page: GemPage) -> bool:
     """Same page by fingerprint when the GEM page has one, else by activity and title."""
     if page.layout_signature or page.phash:
-        from flywheel.queries.page_identity import fingerprint, same_page, thresholds_for
-
         return same_page(fingerprint(observation.png, observation.hierarchy_xml), page, thresholds_for(page.app))
     activity = observation.foreground.get("activity", "")
     if page.activity and not activity.endswith(page.activity):

@@ -1,12 +1,12 @@
 """Celery tasks of the Global Environment Memory (registered as flywheel.tasks.* by flywheel/tasks.py)."""
 from celery import shared_task
 
+from flywheel.queries import gem_recheck
+
 __all__ = ["recheck_gem_edges"]
 
 
 @shared_task(name="flywheel.tasks.recheck_gem_edges")
 def recheck_gem_edges(limit=None):
     """Beat, every 120 s: re-check the GEM edges whose cool-down has passed, on idle phones."""
-    from flywheel.queries.gem_recheck import RECHECKS_PER_CALL, recheck_due_edges
-
-    return recheck_due_edges(limit or RECHECKS_PER_CALL)
+    return gem_recheck.recheck_due_edges(limit or gem_recheck.RECHECKS_PER_CALL)

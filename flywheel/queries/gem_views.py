@@ -12,7 +12,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
 from accounts.roles import ADMIN, MANAGER, has_role, role_required
-from flywheel.models import App, DevicePrior, GemPage
+from flywheel.models import App, DevicePrior, Edge, GemPage
 from flywheel.queries import gem
 
 MAX_DRAWN_PAGES = 400  # more nodes than this make an unreadable drawing and a slow browser
@@ -45,12 +45,12 @@ def _drawn_pages(graph, app: str) -> tuple[list[int], int]:
     edges reach, or, across apps, the system pages and every page a cross edge touches."""
     if app == CROSS:
         chosen = {n for n, system in graph.nodes(data="system") if system}
-        chosen |= {n for u, v, kind in graph.edges(data="kind") if kind == "cross" for n in (u, v)}
+        chosen |= {n for u, v, kind in graph.edges(data="kind") if kind == Edge.Kind.CROSS for n in (u, v)}
     else:
         own = {n for n, package in graph.nodes(data="app") if package == app}
         chosen = set(own)
         for u, v, kind in graph.edges(data="kind"):
-            if kind == "cross" and (u in own or v in own):
+            if kind == Edge.Kind.CROSS and (u in own or v in own):
                 chosen |= {u, v}
     ordered = sorted(chosen, key=lambda n: (graph.nodes[n]["app"] != app, graph.nodes[n]["depth"], n))
     return ordered[:MAX_DRAWN_PAGES], len(ordered)

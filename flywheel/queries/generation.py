@@ -18,7 +18,9 @@ from types import SimpleNamespace
 from django.utils import timezone
 
 from flywheel.models import DevicePrior, Edge, FailureClass, FunctionNode, GemPage
+from flywheel.queries import gem
 from flywheel.queries.drafts import QueryDraft
+from flywheel.queries.function_tree import leaves as function_leaves
 from flywheel.queries.generation_grammar import compose, compose_cross, has_material
 from flywheel.queries.verification_drafts import draft_verification
 from flywheel.queries.vocabulary import CAPABILITIES, CROSS_APP_RELATIONS, PERSONAS, SUBCLASS_TIER, TIER_SUBCLASSES
@@ -26,22 +28,9 @@ from flywheel.queries.vocabulary import CAPABILITIES, CROSS_APP_RELATIONS, PERSO
 NUMBER = re.compile(r"[$€£¥]?\d+(?:[.,]\d+)?%?")
 FILTER_CLASS = re.compile(r"CheckBox|Switch|Radio|Chip|Spinner|Toggle|Tab", re.I)
 TOGGLE_CLASS = re.compile(r"Switch|Toggle|CheckBox", re.I)
-SYSTEM_KINDS = {"launcher", "recents", "share_sheet"}
+SYSTEM_KINDS = {GemPage.Kind.LAUNCHER, GemPage.Kind.RECENTS, GemPage.Kind.SHARE_SHEET}
 VIA_PHRASES = {"home": ("press", "Home"), "back": ("go", "back"), "recents": ("open", "Recents"),
                "clipboard": ("copy", "it")}
-
-
-def gem():
-    """GEM's path queries (flywheel/queries/gem.py), imported when first needed."""
-    from flywheel.queries import gem as module
-
-    return module
-
-
-def function_leaves():
-    from flywheel.queries.function_tree import leaves
-
-    return leaves()
 
 
 @dataclass
@@ -148,7 +137,7 @@ def skipped_by_priors(leaves) -> set[int]:
     (gem.function_exists, by path or last part); a model-specific prior does not skip a leaf."""
     if not DevicePrior.objects.filter(exists=False, device_model="", os_version="").exists():
         return set()
-    exists = gem().function_exists
+    exists = gem.function_exists
     return {leaf.id for leaf in leaves
             if exists(EVERY_PHONE, leaf.app.package, leaf.path) is False
             or (leaf.label and exists(EVERY_PHONE, leaf.app.package, leaf.label) is False)}
@@ -156,7 +145,7 @@ def skipped_by_priors(leaves) -> set[int]:
 
 def paths_from_start(page_ids) -> dict[int, list[int] | None]:
     """gem.path_to_page for many pages over one graph snapshot (one start page lookup per app)."""
-    graph_api = gem()
+    graph_api = gem
     graph = graph_api.gem_graph()
     starts, paths = {}, {}
     for page_id in dict.fromkeys(page_ids):
@@ -173,7 +162,7 @@ def paths_from_start(page_ids) -> dict[int, list[int] | None]:
 
 def load_contexts(packages: list[str] | None = None, problems: list | None = None) -> list[LeafContext]:
     """One context per usable leaf of the apps (all non-system apps when none are named)."""
-    graph_api = gem()
+    graph_api = gem
     leaves = function_leaves().filter(page__isnull=False).select_related("app", "page")
     if packages:
         leaves = leaves.filter(app__package__in=packages)
@@ -325,7 +314,7 @@ def _end_context(page: GemPage) -> LeafContext:
 def cross_app_candidates(contexts: list[LeafContext], config: dict, rng: random.Random, limit: int):
     """(start context, end page, matched I/O, cross path edges) grounded in GEM: a compatible
     endpoint in another app and a usable path from the start page to it."""
-    graph_api, apps = gem(), set(config["apps"])
+    graph_api, apps = gem, set(config["apps"])
     starts = [c for c in contexts if c.has_path]
     rng.shuffle(starts)
     now, found = timezone.now(), []
@@ -362,7 +351,7 @@ def plan_cross_app(contexts: list[LeafContext], config: dict) -> list[QueryDraft
     candidates = cross_app_candidates(contexts, config, rng, count)
     if not candidates:
         return []
-    graph_api = gem()
+    graph_api = gem
     personas = config["personas"]
     drafts = []
     for n in range(count):

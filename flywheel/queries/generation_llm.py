@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import re
 
+from flywheel.endpoints.safe_http import EndpointCallFailed, request_json
 from flywheel.models import GemPage
-from flywheel.policies.safe_http import EndpointCallFailed, request_json
 from flywheel.queries.vocabulary import CAPABILITIES, PERSONAS, SUBCLASS_TIER, TIER_SUBCLASSES
 
 MAX_TEXT = 400

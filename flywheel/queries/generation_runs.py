@@ -19,8 +19,11 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from flywheel.models import App, Edge, FunctionNode, GenerationRun, Query, QueryApp, QueryFunction
+from flywheel import jobs
+from flywheel.models import App, Edge, FunctionNode, GenerationRun, ModelVersion, Query, QueryApp, QueryFunction
+from flywheel.queries.gates import run_gates
 from flywheel.queries.generation import normalized_config, plan_drafts
+from flywheel.queries.generation_llm import rewrite_with_llm
 
 log = logging.getLogger(__name__)
 BATCH = 250
@@ -28,14 +31,8 @@ MAX_PROBLEMS = 200
 OPEN = (GenerationRun._meta.get_field("status").default, "running")
 
 
-def run_gates(drafts, model_version=None):
-    from flywheel.queries.gates import run_gates as gates
-
-    return gates(drafts, model_version)
-
-
 def _check_version(model_version):
-    if model_version is not None and model_version.kind != "endpoint":
+    if model_version is not None and model_version.kind != ModelVersion.Kind.ENDPOINT:
         raise ValueError(f"{model_version.name} is not an endpoint model; choose an endpoint or offline")
 
 
@@ -50,9 +47,7 @@ def launch_generation(config, user, model_version=None) -> GenerationRun:
 
 
 def dispatch_generation(run_id: int):
-    from flywheel.tasks import generate_queries
-
-    result = generate_queries.apply_async((run_id,))
+    result = jobs.task(jobs.GENERATE_QUERIES).apply_async((run_id,))
     GenerationRun.objects.filter(pk=run_id).update(celery_task_id=result.id or "")
     return result.id
 
@@ -175,8 +170,6 @@ def execute_run(run_id: int, drafts=None) -> dict:
         GenerationRun.objects.filter(pk=run_id).update(total=len(drafts), problems=problems[:MAX_PROBLEMS])
         llm_texts = sum(d.origin == "llm" for d in drafts) if supplied else 0
         if run.model_version is not None and drafts and not supplied:
-            from flywheel.queries.generation_llm import rewrite_with_llm
-
             llm_texts = rewrite_with_llm(drafts, run.model_version, page_ids_of, problems)
         written = set(Query.objects.filter(generation_run_id=run_id).values_list("key", flat=True))
         numbered = [(i, d) for i, d in enumerate(drafts) if f"gen-{run_id}-{i}" not in written]

@@ -5,6 +5,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.roles import MANAGER, role_required
 from flywheel.models import App, GenerationRun, ModelVersion
+from flywheel.polling import render_live
 from flywheel.queries.generation import DEFAULT_CONFIG
 from flywheel.queries.generation_runs import cancel_generation, launch_generation
 from flywheel.queries.vocabulary import CAPABILITIES, PERSONAS, TIER_SUBCLASSES
@@ -21,7 +22,7 @@ def _form_config(post) -> tuple[dict, ModelVersion | None]:
         config.pop("capabilities")  # a form without the checkboxes keeps the default
     version, chosen = None, post.get("model_version", "")
     if chosen:
-        version = (ModelVersion.objects.filter(pk=chosen, kind="endpoint").first()
+        version = (ModelVersion.objects.filter(pk=chosen, kind=ModelVersion.Kind.ENDPOINT).first()
                    if chosen.isascii() and chosen.isdigit() else None)
         if version is None:
             raise ValueError(f"no endpoint model version {chosen!r}")
@@ -43,7 +44,7 @@ def generation_list(request):
         "runs": GenerationRun.objects.select_related("model_version", "created_by")[:50],
         "apps": App.objects.filter(is_system=False).order_by("package"),
         "tiers": list(TIER_SUBCLASSES), "personas": PERSONAS.items(), "capabilities": CAPABILITIES.items(),
-        "versions": ModelVersion.objects.filter(kind="endpoint"), "defaults": DEFAULT_CONFIG,
+        "versions": ModelVersion.objects.filter(kind=ModelVersion.Kind.ENDPOINT), "defaults": DEFAULT_CONFIG,
     })
 
 
@@ -55,10 +56,8 @@ def generation_detail(request, run_id):
                   for gate, reasons in sorted((run.report or {}).get("rejections", {}).items())]
     context = {"run": run, "live": live, "rejections": rejections,
                "timings": (run.report or {}).get("timings", {})}
-    if request.headers.get("HX-Request"):
-        # 286 tells htmx to stop polling once the run is over.
-        return render(request, "flywheel/generation_live.html", context, status=200 if live else 286)
-    return render(request, "flywheel/generation_detail.html", context)
+    return render_live(request, "flywheel/generation_detail.html", context, live=live,
+                       panel="flywheel/generation_live.html")
 
 
 @role_required(MANAGER)

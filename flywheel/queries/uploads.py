@@ -7,15 +7,13 @@ clear message instead of filling memory or holding a transaction.
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 
-DEFAULT_MAX_BYTES = 20 * 1024 * 1024
-
 
 class ImportTooLarge(Exception):
     pass
 
 
 def import_limit() -> int:
-    return int(getattr(settings, "QUERY_IMPORT_MAX_BYTES", DEFAULT_MAX_BYTES))
+    return settings.QUERY_IMPORT_MAX_BYTES
 
 
 def _too_large(size=None) -> ImportTooLarge:

@@ -8,9 +8,7 @@
           Level 1 on a False trajectory → re-routed as Env_ERROR (self-healing and re-collection);
           Level 2 task-spec defect       → the query goes back to review with the reason;
           Level 2 verifier defect        → a RuleFlag on the failing rule (fixed, then re-judged).
-    resolve_rule_flag(flag, user, fixed) -> RuleFlag
-        fixed: the trajectory re-enters evaluation; not fixed: attributed again without the
-        verifier check and dispatched to the ECDM.
+A person's answer to a RuleFlag is the ECDM's (flywheel/repair/ecdm.py resolve_rule_flag).
 
 A trajectory with no steps, no screenshots or unreadable dumps is still attributed: the evidence
 says what was missing, and nothing raises.
@@ -19,16 +17,16 @@ import hashlib
 import logging
 
 from django.db import transaction
-from django.utils import timezone
 
 from devices.uitree import page_text, parse_hierarchy
 from flywheel.blobs import read_blob
 from flywheel.evaluation.destinations import route_trajectory
-from flywheel.evaluation.screens import find
 from flywheel.models import Attribution, Edge, GemPage, Outcome, Query, RuleFlag, Trajectory
-from flywheel.queries.page_identity import fingerprint, layout_of, match_page, thresholds_for
+from flywheel.queries import gem
 from flywheel.rules.attribution import VERIFIER_DEFECT, Conclusion, cascaded_attribution
 from flywheel.rules.attribution_trace import StepFacts, TaskSpec, Trace, VoteFacts
+from flywheel.screens.page_identity import fingerprint, layout_of, match_page, thresholds_for
+from flywheel.screens.selectors import find
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +74,6 @@ def gem_distances(query: Query, screens: dict) -> dict:
     if not path:
         return {}
     try:
-        from flywheel.queries import gem
-
         target = Edge.objects.filter(pk=path[-1]).values_list("target_id", flat=True).first()
         pages = list(GemPage.objects.filter(app__package__in=query.app_packages).select_related("app"))
         if target is None or not pages:
@@ -148,8 +144,8 @@ def trace_of(trajectory: Trajectory) -> tuple[Trace, list[str]]:
     spec = TaskSpec(text=query.text or "", tier=query.tier or "", verification=verification,
                     known_path=query.known_path if isinstance(query.known_path, dict) else None,
                     capabilities=tuple(c for c in query.capabilities or () if isinstance(c, str)))
-    trace = Trace(steps=steps, spec=spec, stop_reason=trajectory.stop_reason or "", votes=tuple(votes),
-                  verdict=trajectory.verdict, adjudication=decided, safety=safety)
+    trace = Trace(steps=steps, spec=spec, stop_kind=trajectory.stop_kind, stop_reason=trajectory.stop_reason or "",
+                  votes=tuple(votes), verdict=trajectory.verdict, adjudication=decided, safety=safety)
     if not stored:
         missing.append("no steps")
     return trace, missing
@@ -200,35 +196,3 @@ def apply_conclusion(trajectory: Trajectory, conclusion: Conclusion) -> None:
         return
     Query.objects.filter(pk=trajectory.query_id).exclude(status=Query.Status.REJECTED).update(
         status=Query.Status.REVIEW, status_reason=f"attribution: {finding.detail}")
-
-
-def resolve_rule_flag(flag: RuleFlag, user, fixed: bool) -> RuleFlag:
-    """A person's answer to a verifier-defect flag. Fixed: the flag is closed and the trajectory
-    re-enters evaluation (judged again after commit). Not fixed (the rule was right): dismissed,
-    and the trajectory is attributed again without the verifier check and handed to the ECDM.
-    A flag already resolved is returned as it is."""
-    from flywheel.repair.ecdm import dispatch_attribution
-
-    with transaction.atomic():
-        flag = RuleFlag.objects.select_for_update().get(pk=flag.pk)
-        if flag.status != RuleFlag.Status.OPEN:
-            return flag
-        trajectory = Trajectory.objects.select_for_update().select_related("query").get(pk=flag.trajectory_id)
-        flag.status = RuleFlag.Status.FIXED if fixed else RuleFlag.Status.DISMISSED
-        flag.resolved_by, flag.resolved_at = user, timezone.now()
-        flag.save(update_fields=["status", "resolved_by", "resolved_at"])
-        if fixed:
-            Trajectory.objects.filter(pk=trajectory.pk).update(verdict=Outcome.PENDING, destination="",
-                                                               judging_since=None)
-            trajectory_id = trajectory.pk
-            transaction.on_commit(lambda: _evaluate_later(trajectory_id))
-        else:
-            attribution = attribute(trajectory, skip_verifier=True)
-            dispatch_attribution(attribution)
-    return flag
-
-
-def _evaluate_later(trajectory_id: int):
-    from flywheel import tasks
-
-    tasks.evaluate_trajectory.delay(trajectory_id)

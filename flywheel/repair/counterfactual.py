@@ -22,7 +22,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from flywheel.endpoints.chat import JudgeUnavailable, ask_json
+from flywheel.events import publish
 from flywheel.models import App, Attribution, FailureClass, FunctionNode, ModelVersion, Query, Repair, RlQueryEntry
+from flywheel.queries.gates import run_gates
 from flywheel.repair.counterfactual_drafts import plan_adversarial
 from flywheel.repair.counterfactual_features import (
     class_label,
@@ -39,16 +42,15 @@ COUNTERFACTUAL = Repair.Path.COUNTERFACTUAL
 
 
 def recur_minimums() -> tuple[int, int]:
-    return (int(getattr(settings, "ECDM_RECUR_MIN_TRAJECTORIES", 3)),
-            int(getattr(settings, "ECDM_RECUR_MIN_QUERIES", 2)))
+    return settings.ECDM_RECUR_MIN_TRAJECTORIES, settings.ECDM_RECUR_MIN_QUERIES
 
 
 def per_class() -> int:
-    return int(getattr(settings, "ECDM_DERIVE_PER_CLASS", 6))
+    return settings.ECDM_DERIVE_PER_CLASS
 
 
 def class_similarity() -> float:
-    return float(getattr(settings, "ECDM_CLASS_SIMILARITY", 0.75))
+    return settings.ECDM_CLASS_SIMILARITY
 
 
 # --- clustering ------------------------------------------------------------------------------------
@@ -131,14 +133,12 @@ TEACHER_PROMPT = (
 
 
 def teacher_version() -> ModelVersion | None:
-    name = getattr(settings, "TEACHER_MODEL_VERSION", "")
-    return ModelVersion.objects.filter(name=name, kind="endpoint").first() if name else None
+    name = settings.TEACHER_MODEL_VERSION
+    return ModelVersion.objects.filter(name=name, kind=ModelVersion.Kind.ENDPOINT).first() if name else None
 
 
 def teacher_rewrite(version, drafts, features: dict, problems: list) -> int:
     """The Teacher LLM sharpens each offline draft; an unusable answer keeps the offline text."""
-    from flywheel.evaluation.llm_judge import JudgeUnavailable, ask_json
-
     how = "; ".join(f"{s['wrong_action']} on {s['screen']!r} ({s['task'][:80]})"
                     for s in features.get("triggering_scenarios", [])[:3])
     rewritten = 0
@@ -240,8 +240,6 @@ def derive_for_class(failure_class: FailureClass, count: int | None = None, user
     version = teacher_version()
     if version is not None:
         teacher_rewrite(version, drafts, features, problems)
-    from flywheel.queries.gates import run_gates
-
     run_gates(drafts, version)
     with transaction.atomic():
         locked = FailureClass.objects.select_for_update().get(pk=failure_class.pk)
@@ -266,8 +264,6 @@ def derive_for_class(failure_class: FailureClass, count: int | None = None, user
             locked.status, locked.derived_at = FailureClass.Status.DERIVED, timezone.now()
         locked.save()
     if passed:
-        from flywheel.console.events import publish
-
         publish("pools", pool="rl")
     failure_class.refresh_from_db()
     return queries

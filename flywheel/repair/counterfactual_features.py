@@ -15,8 +15,11 @@ from django.utils import timezone
 from flywheel.blobs import read_blob
 from flywheel.models import App, Attribution, FunctionNode, GemPage
 from flywheel.policies.protocol import describe_action
+from flywheel.queries.generation import load_contexts
 from flywheel.queries.vocabulary import CAPABILITIES
 from flywheel.repair.counterfactual_drafts import missing_intuition, screen_context, screen_texts
+from flywheel.screens.embedding import embed_cached
+from flywheel.screens.page_identity import fingerprint, match_page, thresholds_for
 
 log = logging.getLogger(__name__)
 EARLIER_SCREENS = 4
@@ -97,8 +100,6 @@ def failure_text(attribution: Attribution, member: Member | None = None) -> str:
 
 
 def embed_texts(texts: list[str]) -> np.ndarray:
-    from flywheel.queries.embedding import embed_cached
-
     return embed_cached(texts)
 
 
@@ -132,8 +133,6 @@ def gem_page_for(member: Member) -> GemPage | None:
     pages = list(GemPage.objects.filter(app__package=member.package).select_related("app"))
     if not pages:
         return None
-    from flywheel.queries.page_identity import fingerprint, match_page, thresholds_for
-
     candidate = fingerprint(member.screenshot(), member.failing_xml)
     page = match_page(candidate, pages, thresholds_for(pages[0].app))
     if page is not None:
@@ -192,8 +191,6 @@ def grounded_contexts(failure_class, members: list[Member], features: dict) -> t
     "trajectory screens"). GEM: the leaves of the class's apps, those on the pages the failures
     happened on first, then the failing queries' functions. No GEM for these apps: the failing
     trajectories' own screens."""
-    from flywheel.queries.generation import load_contexts
-
     packages = [p for p in features.get("apps") or [] if p]
     contexts = load_contexts(packages) if packages else []
     if contexts:

@@ -8,6 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.roles import MANAGER, role_required
+from flywheel import jobs
 from flywheel.models import FailureClass, Query, Repair
 from flywheel.repair.counterfactual import derivation_due, derive_for_class, recur_minimums
 
@@ -47,9 +48,7 @@ def failure_class(request, class_id):
 @require_POST
 def derive_all(request):
     """Derive every recurring class that is due, in the worker (the same task beat runs)."""
-    from flywheel.tasks import repair_derive_recurring
-
-    transaction.on_commit(lambda: repair_derive_recurring.delay())
+    transaction.on_commit(lambda: jobs.task(jobs.REPAIR_DERIVE_RECURRING).delay())
     messages.success(request, "Derivation of the recurring classes started in the background; "
                               "reload this page in a minute to see their adversarial queries.")
     return redirect("failure-classes")

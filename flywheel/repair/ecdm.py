@@ -5,6 +5,7 @@ is found again by the sweep, and so is a repair whose worker died.
     routing (after commit) ──► process_failure ──► attribute (Level 1 → 2 → 3)
                                                 └─► dispatch_attribution ──► Repair ──► run_repair
 """
+import importlib
 import logging
 from datetime import timedelta
 
@@ -13,8 +14,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from flywheel.models import Attribution, Line, Outcome, Repair, Trajectory
+from devices.models import Lease
+from flywheel import jobs
+from flywheel.collection.engine import finish_trajectory
+from flywheel.models import Attribution, Line, Outcome, Repair, RuleFlag, Trajectory
+from flywheel.repair import attribution as attribution_module
+from flywheel.repair import counterfactual
 from flywheel.rules.ecdm import NO_REPAIR, AttributionFacts, ecdm_dispatch
+from flywheel.rules.stops import Stop, StopKind
 
 log = logging.getLogger(__name__)
 FAILED = (Outcome.FALSE, Outcome.ENV_ERROR)
@@ -36,11 +43,9 @@ def needs_repair(trajectory: Trajectory) -> bool:
 
 def on_trajectory_routed(sender, trajectory_id, outcome, reason="", **kwargs):
     """Routing committed a False or Env_ERROR verdict: start the ECDM on a repair worker."""
-    if outcome not in FAILED or not getattr(settings, "ECDM_AUTOMATIC", True):
+    if outcome not in FAILED or not settings.ECDM_AUTOMATIC:
         return
-    from flywheel import tasks
-
-    tasks.repair_trajectory.delay(trajectory_id)
+    jobs.task(jobs.REPAIR_TRAJECTORY).delay(trajectory_id)
 
 
 def process_failure(trajectory_id: int, force: bool = False) -> Attribution | None:
@@ -49,15 +54,13 @@ def process_failure(trajectory_id: int, force: bool = False) -> Attribution | No
     The trajectory's row is locked while the cascade writes, so two workers never attribute the
     same failure twice; the repair itself runs after commit.
     """
-    from flywheel.repair.attribution import attribute
-
     with transaction.atomic():
         trajectory = Trajectory.objects.select_for_update().filter(pk=trajectory_id).first()
         if trajectory is None or not needs_repair(trajectory):
             return None
         if not force and attributed_since_last_verdict(trajectory):
             return None
-        attribution = attribute(trajectory)
+        attribution = attribution_module.attribute(trajectory)
         dispatch_attribution(attribution)
     return attribution
 
@@ -90,9 +93,7 @@ def dispatch_attribution(attribution: Attribution) -> Repair | None:
     A Level-3 failure joins its failure class first, so recurrence is known when dispatching; a
     recurring class that cannot be salvaged case by case goes to counterfactual derivation.
     """
-    from flywheel.repair.counterfactual import assign_class
-
-    failure_class = assign_class(attribution) if attribution.level == 3 else None
+    failure_class = counterfactual.assign_class(attribution) if attribution.level == 3 else None
     recurring = failure_class is not None and failure_class.status != "watching"
     path = ecdm_dispatch(facts_of(attribution, recurring=recurring))
     Attribution.objects.filter(pk=attribution.pk).update(ecdm_path=path, failure_class=failure_class)
@@ -106,9 +107,35 @@ def dispatch_attribution(attribution: Attribution) -> Repair | None:
 
 
 def _run_later(repair_id: int):
-    from flywheel import tasks
+    jobs.task(jobs.REPAIR_RUN).delay(repair_id)
 
-    tasks.repair_run.delay(repair_id)
+
+def resolve_rule_flag(flag: RuleFlag, user, fixed: bool) -> RuleFlag:
+    """A person's answer to a verifier-defect flag (attribution's Level 2). Fixed: the flag is closed
+    and the trajectory re-enters evaluation (judged again after commit). Not fixed (the rule was
+    right): dismissed, and the trajectory is attributed again without the verifier check and
+    handed to the ECDM. A flag already resolved is returned as it is."""
+    with transaction.atomic():
+        flag = RuleFlag.objects.select_for_update().get(pk=flag.pk)
+        if flag.status != RuleFlag.Status.OPEN:
+            return flag
+        trajectory = Trajectory.objects.select_for_update().select_related("query").get(pk=flag.trajectory_id)
+        flag.status = RuleFlag.Status.FIXED if fixed else RuleFlag.Status.DISMISSED
+        flag.resolved_by, flag.resolved_at = user, timezone.now()
+        flag.save(update_fields=["status", "resolved_by", "resolved_at"])
+        if fixed:
+            Trajectory.objects.filter(pk=trajectory.pk).update(verdict=Outcome.PENDING, destination="",
+                                                               judging_since=None)
+            trajectory_id = trajectory.pk
+            transaction.on_commit(lambda: _evaluate_later(trajectory_id))
+        else:
+            attribution = attribution_module.attribute(trajectory, skip_verifier=True)
+            dispatch_attribution(attribution)
+    return flag
+
+
+def _evaluate_later(trajectory_id: int):
+    jobs.task(jobs.EVALUATE_TRAJECTORY).delay(trajectory_id)
 
 
 def claim_for_worker(repair_id: int, now=None) -> bool:
@@ -131,8 +158,6 @@ PATH_RUNNERS = {
 def run_repair(repair_id: int) -> Repair | None:
     """Run one pending repair down its path. An error is recorded on the repair and the repair
     goes to a person (never lost, never retried forever)."""
-    import importlib
-
     if not claim_for_worker(repair_id):
         return None
     repair = Repair.objects.select_related("trajectory__query", "attribution").get(pk=repair_id)
@@ -181,8 +206,6 @@ NO_PHONE = "no idle phone"
 
 def requeue_replays(now=None) -> int:
     """A replay that found no idle phone is tried again later (a few times, then left skipped)."""
-    from flywheel import tasks
-
     now = now or timezone.now()
     waiting = Repair.objects.filter(path=Repair.Path.STEP, status=Repair.Status.DONE, sample__isnull=False,
                                     replay__status="skipped", replay__reason=NO_PHONE,
@@ -195,7 +218,7 @@ def requeue_replays(now=None) -> int:
         if Repair.objects.filter(pk=repair.pk, replay=repair.replay).update(
                 replay={"status": "queued", "attempts": attempts + 1}):
             repair_id = repair.pk
-            transaction.on_commit(lambda repair_id=repair_id: tasks.repair_replay.delay(repair_id))
+            transaction.on_commit(lambda repair_id=repair_id: jobs.task(jobs.REPAIR_REPLAY).delay(repair_id))
             queued += 1
     return queued
 
@@ -203,9 +226,6 @@ def requeue_replays(now=None) -> int:
 def close_dead_continuations(now=None) -> int:
     """A replay's continuation whose worker died is finished as interrupted and judged (routed,
     never left running)."""
-    from devices.models import Lease
-    from flywheel.collection.engine import finish_trajectory
-
     now = now or timezone.now()
     live = set(Lease.objects.filter(released_at__isnull=True, holder__startswith="repair:replay:")
                .values_list("holder", flat=True))
@@ -216,6 +236,6 @@ def close_dead_continuations(now=None) -> int:
             trajectory_id=trajectory.derived_from_id).values_list("pk", flat=True)}
         if holders & live:
             continue
-        finish_trajectory(trajectory, "interrupted: the replay worker stopped", phone=None)
+        finish_trajectory(trajectory, Stop(StopKind.WORKER_STOPPED, "interrupted: the replay worker stopped"), phone=None)
         closed += 1
     return closed

@@ -14,7 +14,7 @@ from django.db import transaction
 
 from flywheel.models import App, Repair, Step
 from flywheel.policies.protocol import AGENT_STOPS, describe_action
-from flywheel.queries.page_identity import same_page, thresholds_for
+from flywheel.policies.teacher import dismissal_action
 from flywheel.repair.samples import make_sample
 from flywheel.repair.screens import (
     has_screenshot,
@@ -26,15 +26,10 @@ from flywheel.repair.screens import (
 )
 from flywheel.repair.step_correction import decision_label, fail, to_human, validated_action
 from flywheel.rules.repetition import same_action
+from flywheel.screens.page_identity import same_page, thresholds_for
 
 KIND_WORDS = {"permission": "permission dialog", "permission_dialog": "permission dialog",
               "permission_denied": "permission dialog", "popup": "pop-up", "ad_popup": "ad pop-up"}
-
-
-def dismissal_action(hierarchy_xml: str) -> dict | None:
-    from flywheel.policies.teacher import dismissal_action as find_dismissal
-
-    return find_dismissal(hierarchy_xml)
 
 
 def interrupted_step(repair: Repair) -> int | None:

@@ -31,10 +31,9 @@ from django.db.models import Count
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from devices.models import WorkItem
 from flywheel.collection.run_config import clean_run_config
-from flywheel.collection.runs import OPEN_ITEM, cancel_run, launch_run, run_kind, select_queries
-from flywheel.console.events import publish
+from flywheel.collection.runs import cancel_run, launch_run, select_queries
+from flywheel.events import publish
 from flywheel.models import (
     CollectionRun,
     CptEntry,
@@ -152,7 +151,7 @@ def round_stats(loop_round: LoopRound) -> dict:
 
 def load_trainer():
     """(the trainer callable or None, why there is none)."""
-    path = getattr(settings, "EVOLUTION_TRAINER", "") or ""
+    path = settings.EVOLUTION_TRAINER
     if not path:
         return None, NO_TRAINER
     try:
@@ -299,7 +298,7 @@ def _judging(loop, loop_round) -> bool:
     failed = rollouts.filter(verdict__in=FAILED)
     unattributed = failed.filter(attributions__isnull=True).count()
     run = CollectionRun(pk=run_id)
-    open_work = WorkItem.objects.filter(kind=run_kind(run), status__in=OPEN_ITEM).count()
+    open_work = run.work_items().open().count()
     waits = []
     if open_work:
         waits.append(f"{open_work} rollout{'s' if open_work > 1 else ''} to collect (re-collection after Env_ERROR)")

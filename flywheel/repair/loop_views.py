@@ -8,6 +8,7 @@ from accounts.roles import MANAGER, role_required
 from devices.models import Device
 from flywheel.collection.runs import select_queries
 from flywheel.models import EvolutionLoop, ModelVersion
+from flywheel.polling import render_live
 from flywheel.repair.loop import (
     EMPTY_POOL,
     LIVE,
@@ -75,9 +76,8 @@ def loop_detail(request, loop_id):
     live = loop.status in LIVE
     context = {"loop": loop, "rows": _round_rows(loop), "live": live, "path_labels": PATH_LABELS.values(),
                "pools": pool_sizes()}
-    # htmx polls the page and keeps its live part; 286 tells it to stop once the loop is over.
-    status = 200 if live or not request.headers.get("HX-Request") else 286
-    return render(request, "flywheel/loop_detail.html", context, status=status)
+    # htmx polls the whole page and keeps its live part (hx-select).
+    return render_live(request, "flywheel/loop_detail.html", context, live=live)
 
 
 @role_required(MANAGER)

@@ -4,8 +4,10 @@ trajectory ... can only be re-obtained on real devices").
 An idle phone that meets the query's requirements is leased and reset to its baseline; the kept
 steps 1..N−1 run again through the executor (each input audited on the screen as it is), and each
 screen they reach must be the page recorded then. On step N's screen the correction runs, then the
-original trajectory's policy carries on. Only a prefix that replayed becomes a trajectory (line
-ECDM, derived from the original, no run), judged with the phone like any collected one.
+original trajectory's policy carries on in the collection engine's own step loop (collect_steps).
+Only a prefix that replayed becomes a trajectory (line ECDM, derived from the original, no run),
+judged with the phone like any collected one; the correction feeds the CPT pool as every executed
+step does (recorder.clean_for_cpt / feed_cpt).
 
 A prefix that no longer replays is recorded on the repair (replay.status "failed" and why); the
 sample made from the stored frames stays in the SFT pool: nothing is lost.
@@ -29,14 +31,13 @@ from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.profiles import satisfies
 from devices.reset import ResetError, reset_phone
 from flywheel.collection import recorder
-from flywheel.collection.engine import CollectionConfig, finish_trajectory
-from flywheel.models import App, CptEntry, Line, Repair, Step, Trajectory
-from flywheel.policies import PolicyError, policy_for
-from flywheel.pools.cpt import cpt_cleaning_verdict
-from flywheel.queries.page_identity import fingerprint, same_page, thresholds_for
+from flywheel.collection.engine import CollectionConfig, PhoneLost, collect_steps, crashed, finish_trajectory
+from flywheel.models import App, Line, Repair, Step, Trajectory
+from flywheel.policies import policy_for
 from flywheel.repair.samples import kept_steps
 from flywheel.repair.screens import screen_heading, stored_hierarchy, stored_print
-from flywheel.rules.repetition import same_action
+from flywheel.rules.stops import Stop, StopKind
+from flywheel.screens.page_identity import fingerprint, same_page, thresholds_for
 
 log = logging.getLogger(__name__)
 SETTLE_TRIES, SETTLE_S = 3, 0.5      # a page still loading gets a second and a third look
@@ -146,72 +147,25 @@ def write_step(trajectory: Trajectory, index: int, seen, result, source: Step | 
     step = recorder.record_observation(trajectory, index, seen)
     step.executed_action = step.proposed_action = result.action
     step.audit = recorder.audit_record(result)
+    cpt_sample = None
     if source is not None:
         step.cot, step.edit = source.cot, {"replayed_from": source.pk, **(
             {"clarify_answer": source.edit["clarify_answer"]} if (source.edit or {}).get("clarify_answer") else {})}
     else:
         step.cot = repair.correction.get("cot") or {}
         step.edit = {"ecdm": "correction", "repair": repair.pk, "by": repair.correction.get("by", "")}
-        rejection, phash = cpt_cleaning_verdict(step, result.action, tuple(step.timings.get("screen") or (1080, 2400)))
-        step.audit["cpt"] = rejection or "accepted"
-        if not rejection:
-            CptEntry.objects.get_or_create(step=step, defaults={"screenshot": step.screenshot.name,
-                                                                "action": result.action, "phash": phash})
-    step.save()
+        cpt_sample = recorder.clean_for_cpt(step, result.action, tuple(step.timings.get("screen") or (1080, 2400)))
+    with transaction.atomic():
+        step.save()
+        recorder.feed_cpt(cpt_sample)
     if result.control and result.control.get("kind") == "take_notes":
         recorder.remember(trajectory, result.control["text"])
     return step
 
 
-def collect_rest(trajectory, phone, executor, policy, config, lease, start: int, executed: list) -> str:
-    """The original's policy goes on from the corrected step: the engine's loop, without a reset."""
-    index, blocked, started = start, 0, time.monotonic()
-    query = trajectory.query
-    while True:
-        if len(executed) >= config.max_steps or index >= config.max_steps * 2:
-            return f"maximum steps ({config.max_steps})"
-        if time.monotonic() - started > config.timeout_s:
-            return f"timeout ({config.timeout_s:.0f} s)"
-        if lease is not None and not leases.heartbeat(lease, ttl=lease_ttl()):
-            return "lease lost"
-        seen = observe(phone)
-        step = recorder.record_observation(trajectory, index, seen)
-        index += 1
-        with leases.kept_alive(lease, ttl=lease_ttl()) as keeper:
-            try:
-                proposal = recorder.propose(step, seen, policy, k=config.screenshots_k)
-            except PolicyError as error:
-                return f"policy error: {error}"[:200]
-            if keeper.lost:
-                return "lease lost"
-            outcome = recorder.execute(step, proposal.action, executor, hierarchy_xml=seen.hierarchy_xml, claim=False)
-        if not outcome.ok:
-            if outcome.result.lease_lost:
-                return "lease lost"
-            if outcome.result.phone_lost:
-                raise PhoneUnavailable(outcome.result.error)
-            if not outcome.result.blocked:
-                return f"action failed: {outcome.result.error}"[:200]
-            blocked += 1
-            if blocked >= 2:
-                return f"blocked by the safety audit: {outcome.result.reason}"[:200]
-            continue
-        blocked = 0
-        executed.append(outcome.result.action)
-        if outcome.ends:
-            return outcome.stop_detail
-        if outcome.asks:  # a repair worker does not wait for a person: the spec answers, or it stops
-            spec = (query.verification or {}).get("clarify")
-            answer = spec.get("answer") if isinstance(spec, dict) else None
-            if not answer:
-                return "clarify: no answer from a person (replay)"
-            recorder.record_answer(step, answer, by="spec")
-        if len(executed) >= config.repeat_limit and all(
-                same_action(executed[-1], a) for a in executed[-config.repeat_limit:]):
-            return f"{config.repeat_limit} repeated actions"
-
-
 def continuation(repair: Repair, done: list, phone, executor, lease, device) -> dict:
+    """The replayed steps, then the original's policy goes on from the corrected step: the engine's
+    step loop, without a reset, where no person waits for a clarify."""
     original = repair.trajectory
     trajectory = Trajectory.objects.create(query=original.query, device=device, line=Line.ECDM,
                                            model_version=original.model_version, derived_from=original,
@@ -219,28 +173,25 @@ def continuation(repair: Repair, done: list, phone, executor, lease, device) -> 
     try:
         for index, (seen, result, source) in enumerate(done):
             write_step(trajectory, index, seen, result, source, repair)
-        last = done[-1][1]
-        name = (last.action or {}).get("action")
-        executed = [result.action for _seen, result, _source in done]
-        if name in ("terminate", "call_user"):
-            reason = recorder.StepOutcome(trajectory.steps.get(index=len(done) - 1), last).stop_detail
-        else:
+        stop = recorder.StepOutcome(trajectory.steps.get(index=len(done) - 1), done[-1][1]).stop
+        if stop is None:  # the correction did not end it
             config = CollectionConfig.from_dict(original.run.config if original.run_id else {})
             config.anomaly_rates = {}
-            reason = collect_rest(trajectory, phone, executor, policy_for(original.model_version), config, lease,
-                                  len(done), executed)
+            executed = [result.action for _seen, result, _source in done]
+            stop = collect_steps(trajectory, phone, policy_for(original.model_version), config, executor, len(done),
+                                 executed, lease=lease, lease_ttl=lease_ttl(), people_answer=False)
     except Exception as error:  # whatever broke, what was collected is judged and routed
         log.exception("replay of repair %s: the continuation broke", repair.pk)
-        lost = isinstance(error, PhoneUnavailable)
-        stop = f"phone lost: {error}" if lost else f"interrupted: {type(error).__name__}: {error}"
+        lost = isinstance(error, (PhoneLost, PhoneUnavailable))
+        stop = Stop(StopKind.PHONE_LOST, f"phone lost: {error}") if lost else crashed(error)
         finish_trajectory(trajectory, stop, phone=None)
-        return {"status": "failed", "reason": f"the continuation broke off: {stop}"[:300],
+        return {"status": "failed", "reason": f"the continuation broke off: {stop.detail}"[:300],
                 "trajectory": trajectory.pk, "prefix_steps": len(done) - 1, "device": device.serial}
-    finish_trajectory(trajectory, reason, phone=phone)
+    finish_trajectory(trajectory, stop, phone=phone)
     trajectory.refresh_from_db(fields=["verdict", "destination", "status"])
     return {"status": "replayed", "trajectory": trajectory.pk, "steps": trajectory.steps.count(),
-            "prefix_steps": len(done) - 1, "stop_reason": reason, "verdict": trajectory.verdict,
-            "device": device.serial}
+            "prefix_steps": len(done) - 1, "stop_kind": stop.kind.value, "stop_reason": stop.detail,
+            "verdict": trajectory.verdict, "device": device.serial}
 
 
 def replay_and_continue(repair_id: int) -> dict:

@@ -18,12 +18,12 @@ from django.db import transaction
 
 from devices.actions import normalize_action
 from devices.uitree import all_nodes, node_at, parse_hierarchy
+from flywheel.endpoints.safe_http import EndpointCallFailed, request_json
 from flywheel.models import App, FunctionNode, GemPage, ModelVersion, Query, Repair, Step
-from flywheel.policies.offline import label_of
 from flywheel.policies.protocol import describe_action
 from flywheel.queries.generation import LeafContext
 from flywheel.queries.generation_grammar import compose
-from flywheel.queries.page_identity import fingerprint, match_page, thresholds_for
+from flywheel.queries.generation_llm import ReplyRejected, parse_reply
 from flywheel.queries.verification_drafts import draft_verification, verification_problems
 from flywheel.queries.vocabulary import PERSONAS
 from flywheel.repair.samples import kept_steps, make_sample
@@ -36,6 +36,8 @@ from flywheel.repair.screens import (
     stored_screenshot,
 )
 from flywheel.repair.step_correction import fail, to_human
+from flywheel.screens.labels import label_of
+from flywheel.screens.page_identity import fingerprint, match_page, thresholds_for
 
 # The tier's template for a Q′ that states exactly what the prefix did (no capability clause: RQA
 # only subtracts).
@@ -46,7 +48,7 @@ DONE = {"action": "terminate", "status": "success"}
 def reached_page(step: Step) -> GemPage | None:
     """The GEM page the step's screen is, if the app was explored."""
     package = step.foreground_package
-    pages = [p for p in GemPage.objects.filter(app__package=package, kind__in=["page", "dialog"]).select_related("app")
+    pages = [p for p in GemPage.objects.filter(app__package=package, kind__in=[GemPage.Kind.PAGE, GemPage.Kind.DIALOG]).select_related("app")
              if p.layout_signature or p.phash]
     if not pages:
         return None
@@ -123,15 +125,12 @@ def offline_rewrite(original_query: Query, terminal: Step, prefix: list[Step], s
 
 
 def teacher_version() -> ModelVersion | None:
-    name = getattr(settings, "TEACHER_MODEL_VERSION", "")
-    return ModelVersion.objects.filter(name=name, kind="endpoint").first() if name else None
+    name = settings.TEACHER_MODEL_VERSION
+    return ModelVersion.objects.filter(name=name, kind=ModelVersion.Kind.ENDPOINT).first() if name else None
 
 
 def llm_rewrite(version: ModelVersion, query: Query, prefix: list[Step], terminal: Step, offline: str) -> str:
     """Q′ from the Teacher LLM; raises ReplyRejected (flywheel/queries/generation_llm.py) when unusable."""
-    from flywheel.policies.safe_http import EndpointCallFailed, request_json
-    from flywheel.queries.generation_llm import ReplyRejected, parse_reply
-
     done = [describe_action(step.executed_action or {}) for step in prefix]
     screen = [n.text for n in all_nodes(parse_hierarchy(stored_hierarchy(terminal))) if n.text.strip()][:40]
     system = ("You rewrite a phone task so that it asks for exactly what was already done, no more "

@@ -5,11 +5,14 @@ again without the verifier check and goes on through the ECDM)."""
 import json
 
 from django.contrib import messages
+from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.roles import MANAGER, role_required
 from flywheel.models import Query, RuleFlag
+from flywheel.queries.schema import verification_problems
+from flywheel.repair import ecdm
 
 REVIEWABLE = (Query.Status.REVIEW, Query.Status.READY, Query.Status.REJECTED)  # statuses query review lists
 
@@ -31,8 +34,6 @@ def rule_flags(request):
 @require_POST
 def resolve(request, flag_id):
     """Fixed (fixed=1): the trajectory re-enters evaluation. Rule was right (fixed=0): dismissed."""
-    from flywheel.repair.attribution import resolve_rule_flag
-
     flag = get_object_or_404(RuleFlag, pk=flag_id)
     choice = request.POST.get("fixed")
     if choice not in ("0", "1"):
@@ -41,7 +42,7 @@ def resolve(request, flag_id):
         messages.info(request, f"That flag was already resolved ({flag.get_status_display().lower()}).")
     else:
         try:
-            flag = resolve_rule_flag(flag, request.user, fixed=choice == "1")
+            flag = ecdm.resolve_rule_flag(flag, request.user, fixed=choice == "1")
         except ValueError as error:
             messages.error(request, f"Not resolved: {error}")
         else:
@@ -56,11 +57,6 @@ def resolve(request, flag_id):
 def fix_spec(request, flag_id):
     """Write the corrected verification spec (validated against the published schema), then
     resolve the flag as fixed: the trajectory is evaluated again under the new rule."""
-    from django.db import transaction
-
-    from flywheel.queries.schema import verification_problems
-    from flywheel.repair.attribution import resolve_rule_flag
-
     flag = get_object_or_404(RuleFlag.objects.select_related("query"), pk=flag_id)
     if flag.status != RuleFlag.Status.OPEN:
         messages.info(request, f"That flag was already resolved ({flag.get_status_display().lower()}).")
@@ -78,7 +74,7 @@ def fix_spec(request, flag_id):
     try:
         with transaction.atomic():
             Query.objects.filter(pk=flag.query_id).update(verification=spec)
-            flag = resolve_rule_flag(flag, request.user, fixed=True)
+            flag = ecdm.resolve_rule_flag(flag, request.user, fixed=True)
     except ValueError as error:
         messages.error(request, f"Not resolved: {error}")
         return redirect("rule-flags")

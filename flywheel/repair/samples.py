@@ -13,6 +13,7 @@ from django.utils import timezone
 from flywheel.evaluation.destinations import route_trajectory
 from flywheel.models import Line, Outcome, Repair, SftEntry, Step, Trajectory
 from flywheel.policies.protocol import TAGS
+from flywheel.rules.stops import StopKind
 
 INTAKE = "ecdm_repaired"
 # What a sample keeps of each original step (the frames by name, the step's context and reasoning).
@@ -71,7 +72,8 @@ def make_sample(original: Trajectory, repair: Repair, keep_until: int, final_ste
         sample = Trajectory.objects.create(
             query=query or original.query, line=Line.ECDM, model_version=original.model_version,
             derived_from=original, status=Trajectory.Status.COMPLETED, memory=[n for n in notes if n],
-            stop_reason=f"ECDM {repair.get_path_display().lower()} of #{original.pk}"[:200], finished_at=now)
+            stop_kind=StopKind.REPAIRED_SAMPLE, stop_reason=f"ECDM {repair.get_path_display().lower()} of #{original.pk}"[:200],
+            finished_at=now)
         copies = [Step(trajectory=sample, index=s.index, screenshot=s.screenshot.name, hierarchy=s.hierarchy.name,
                        timings={"screen": s.timings.get("screen")} if s.timings.get("screen") else {},
                        **{name: getattr(s, name) for name in COPIED_FIELDS}) for s in prefix]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from devices.uitree import all_nodes, parse_hierarchy
 from flywheel.blobs import read_blob
 from flywheel.models import Step
-from flywheel.queries.page_identity import fingerprint
+from flywheel.screens.page_identity import fingerprint
 
 DEFAULT_SCREEN = (1080, 2400)
 HEADING_BAND = 0.2  # a page's title sits in the top fifth of the screen
@@ -43,7 +43,7 @@ def has_screenshot(step: Step) -> bool:
 
 
 def stored_print(step: Step):
-    """The step's page fingerprint (flywheel/queries/page_identity.py)."""
+    """The step's page fingerprint (flywheel/screens/page_identity.py)."""
     return fingerprint(stored_screenshot(step), stored_hierarchy(step))
 
 

@@ -21,8 +21,11 @@ from django.db import transaction
 
 from devices.actions import RESOLVED_FIELDS, ActionError, normalize_action
 from devices.uitree import all_nodes, node_at, page_text, parse_hierarchy
+from flywheel import jobs
 from flywheel.models import Repair, Step
 from flywheel.policies.protocol import describe_action
+from flywheel.policies.teacher import context_for_step, teacher_for
+from flywheel.repair.replay import replay_and_continue as replay_prefix
 from flywheel.repair.samples import clean_cot, make_sample
 from flywheel.repair.screens import (
     has_screenshot,
@@ -38,22 +41,8 @@ log = logging.getLogger(__name__)
 OPEN = (Repair.Status.PENDING, Repair.Status.NEEDS_HUMAN)
 
 
-# -- the Teacher (flywheel/policies/teacher.py), found when first needed ----------------------------
-
-def teacher_for(model_version=None):
-    from flywheel.policies.teacher import teacher_for as find_teacher
-
-    return find_teacher(model_version)
-
-
-def context_for_step(trajectory, index):
-    from flywheel.policies.teacher import context_for_step as build_context
-
-    return build_context(trajectory, index)
-
-
 def min_confidence() -> float:
-    return float(getattr(settings, "ECDM_TEACHER_MIN_CONFIDENCE", 0.6))
+    return settings.ECDM_TEACHER_MIN_CONFIDENCE
 
 
 # -- what the stored step shows ----------------------------------------------------------------------
@@ -200,16 +189,14 @@ def replay_plan(repair: Repair) -> dict:
     if repair.path != Repair.Path.STEP:
         return {"status": "skipped", "reason": f"{repair.get_path_display()} is not replayed: the screen it was "
                                                "made on does not come back by replaying the prefix"}
-    if not getattr(settings, "ECDM_REPLAY", True):
+    if not settings.ECDM_REPLAY:
         return {"status": "skipped", "reason": "replay is turned off (ECDM_REPLAY)"}
     return {"status": "queued"}
 
 
 def queue_replay(repair_id: int) -> None:
     """After commit: the repair worker replays the prefix on a phone (flywheel.tasks.repair_replay)."""
-    from flywheel import tasks
-
-    task = getattr(tasks, "repair_replay", None)
+    task = jobs.find(jobs.REPAIR_REPLAY)
     if task is None:
         Repair.objects.filter(pk=repair_id).update(replay={"status": "skipped", "reason": "no replay task"})
         return
@@ -218,6 +205,4 @@ def queue_replay(repair_id: int) -> None:
 
 def replay_and_continue(repair_id: int) -> dict:
     """Replay the kept prefix on a phone, run the correction, collect the continuation (replay.py)."""
-    from flywheel.repair.replay import replay_and_continue as replay
-
-    return replay(repair_id)
+    return replay_prefix(repair_id)

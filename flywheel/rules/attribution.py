@@ -30,6 +30,7 @@ from flywheel.rules.attribution_model import (
 )
 from flywheel.rules.attribution_trace import CLEAR, FOUND, Finding, Trace, ending, good_prefix_before
 from flywheel.rules.ecdm import CONSTRAINT_VIOLATION, OVER_SCOPED, PERCEPTION_DRIFT, STATE_TRACKING, AttributionFacts
+from flywheel.rules.stops import ASKING_ACTIONS, NO_USABLE_ACTION, StopKind
 
 UNVERIFIABLE, CONTRADICTORY, AMBIGUOUS = "unverifiable_query", "contradictory_query", "ambiguous_query"
 VERIFIER_DEFECT = "verifier_defect"
@@ -98,7 +99,7 @@ def task_specification_defect(trace: Trace) -> Finding:
         return Finding(2, FOUND, CONTRADICTORY, f"self-contradictory: {contradiction}", check="task_specification")
     clarify = (spec.verification or {}).get("clarify")
     spec_answers = isinstance(clarify, dict) and bool(clarify.get("answer"))
-    asked = [s for s in trace.acting if (s.action or {}).get("action") == "clarify" and not s.answer]
+    asked = [s for s in trace.acting if (s.action or {}).get("action") in ASKING_ACTIONS and not s.answer]
     if asked and not spec_answers and spec.handoff != "clarify":
         question = str(asked[0].action.get("question") or "").strip() or "a question"
         return Finding(2, FOUND, AMBIGUOUS, f"ambiguous: the agent asked \"{question[:160]}\" at step {asked[0].index}; "
@@ -195,7 +196,7 @@ def model_failure_attribution(trace: Trace, align: Alignment | None) -> Finding:
         named = re.match(r"step (\d+)", trace.safety)
         at = int(named.group(1)) if named and int(named.group(1)) in by_index else last.index
         candidates.append(_Candidate(at, CONSTRAINT_VIOLATION, f"violated a safety constraint: {trace.safety}"))
-    elif trace.stop_reason.startswith("blocked by the safety audit"):
+    elif trace.stop_kind == StopKind.BLOCKED:
         candidates.append(_Candidate(last.index, CONSTRAINT_VIOLATION, f"attempted an unsafe action: {trace.stop_reason}"))
     if align is not None and align.deviations:
         index, position, kind = align.deviations[0]
@@ -219,7 +220,7 @@ def model_failure_attribution(trace: Trace, align: Alignment | None) -> Finding:
             candidates.append(_Candidate(index, cause, f"{_describe(expected)} is not on the screen at step {index}: "
                                          "the subgoal was out of the model's reach"))
     unanswered = next((s for s in steps if s.index > last.index and not s.action), None)
-    if unanswered is not None and trace.stop_reason.startswith(("policy error", "action failed")):
+    if unanswered is not None and trace.stop_kind in NO_USABLE_ACTION:
         path, done = trace.spec.path_steps, align.position if align is not None else 0
         targets = expected_targets(unanswered, path[done]) if done < len(path) else []
         candidates.append(_Candidate(unanswered.index, PERCEPTION_DRIFT, f"the model gave no usable action at step "
@@ -238,7 +239,7 @@ def model_failure_attribution(trace: Trace, align: Alignment | None) -> Finding:
                                      f"{loop['pages']} page(s) revisited without progress (steps {loop['steps']})",
                                      steps=loop["steps"]))
     repeats = trailing_repeats(trace)
-    if repeats and "repeated actions" in trace.stop_reason:
+    if repeats and trace.stop_kind == StopKind.REPEATED_ACTIONS:
         candidates.append(_Candidate(repeats[0], STATE_TRACKING, f"the same action {len(repeats)} times without "
                                      "progress", steps=repeats))
     if align is None:

@@ -29,6 +29,7 @@ from flywheel.rules.attribution_trace import (
     root_of,
     roots_of,
 )
+from flywheel.rules.stops import CUT_SHORT_BY_THE_ENVIRONMENT
 
 POPUP, PERMISSION, NETWORK, CRASH = "popup", "permission", "network", "crash"
 LOGIN_EXPIRED, ACCOUNT_STATE = "login_expired", "account_state"
@@ -37,8 +38,6 @@ LEVEL1_CAUSES = (POPUP, PERMISSION, NETWORK, CRASH, LOGIN_EXPIRED, ACCOUNT_STATE
 NOT_GOT_PAST = (NETWORK, CRASH, LOGIN_EXPIRED, ACCOUNT_STATE)  # no agent action clears these
 LINGER = 3                 # a pop-up on this many screens in a row held the agent up
 HEADS_UP_STEPS = 3         # a heads-up notification hides itself after this many inputs
-# Stop reasons of collection that cut a trajectory short for the device's or the operator's sake.
-INTERRUPTING_STOPS = ("phone lost", "lease lost", "reset failed", "cancelled")
 DENY_WORDS = ("don't allow", "do not allow", "deny")
 DISMISS_WORDS = ("close", "cancel", "not now", "later", "dismiss", "no thanks", "skip", "got it", "ok",
                  "wait", "allow", "while using the app", "only this time", "continue")
@@ -282,10 +281,8 @@ def _environment_finding(trace: Trace) -> Finding:
                        good_prefix=good_prefix_before(trace, cause_episode.start),
                        interruption_known=True)
     last = trace.steps[-1].index if trace.steps else None
-    stop = (trace.stop_reason or "").lower()
-    stopped = next((s for s in INTERRUPTING_STOPS if stop.startswith(s)), None)
-    if stopped:
-        features.update(type=stopped.replace(" ", "_"), step=last, package=trace.steps[-1].package if trace.steps else "",
+    if trace.stop_kind in CUT_SHORT_BY_THE_ENVIRONMENT:
+        features.update(type=str(trace.stop_kind), step=last, package=trace.steps[-1].package if trace.steps else "",
                         source="stop_reason")
         return Finding(1, FOUND, INTERRUPTED, f"collection was cut short: {trace.stop_reason}",
                        steps=[last] if last is not None else [], check="environment", features=features)

@@ -20,7 +20,6 @@ from devices.uitree import UiNode, all_nodes
 from flywheel.rules.attribution_environment import screen_interference
 from flywheel.rules.attribution_trace import (
     NEUTRAL_ACTIONS,
-    STOPPING,
     StepFacts,
     Trace,
     clickable_ancestor_hit,
@@ -32,6 +31,7 @@ from flywheel.rules.attribution_trace import (
 )
 from flywheel.rules.ecdm import CONSTRAINT_VIOLATION, OVER_SCOPED, PERCEPTION_DRIFT, STATE_TRACKING
 from flywheel.rules.repetition import same_action
+from flywheel.rules.stops import AGENT_STOPS
 
 MAX_LOOP_BLOCK = 4         # a cycle of up to this many pages, gone round twice, is a loop
 POINTED = ("click", "double_click", "long_press")
@@ -164,7 +164,7 @@ def path_alignment(trace: Trace) -> Alignment | None:
         if not on_path:
             align.marks[step.index] = "off"
             continue
-        kind = "premature_end" if name in STOPPING else "wrong_element"
+        kind = "premature_end" if name in AGENT_STOPS else "wrong_element"
         if looked_past:
             align.deviations.append((missed, align.position, "missed"))  # it looked past the target
             align.marks[missed] = "deviation"
@@ -250,7 +250,7 @@ def page_loop(trace: Trace, align: Alignment | None) -> dict | None:
 
 def trailing_repeats(trace: Trace) -> list[int]:
     """The steps of the run of identical actions that ends the trajectory (2 or more)."""
-    acting = [s for s in trace.acting if (s.action or {}).get("action") not in STOPPING]
+    acting = [s for s in trace.acting if (s.action or {}).get("action") not in AGENT_STOPS]
     run = acting[-1:]
     for previous in reversed(acting[:-1]):
         if not same_action(previous.action, run[0].action):

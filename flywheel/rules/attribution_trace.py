@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass, field
 
 from devices.uitree import UiNode, all_nodes, node_at, parse_hierarchy
+from flywheel.rules.stops import agent_ending
 
 CLEAR, FOUND = "clear", "found"
-STOPPING = ("terminate", "call_user", "clarify")
 NEUTRAL_ACTIONS = ("swipe", "wait", "take_notes")     # looking around: never a wrong step on their own
 _QUOTED = re.compile(r"[\"“”']([^\"“”']{1,80})[\"“”']")
 
@@ -71,7 +71,8 @@ class VoteFacts:
 class Trace:
     steps: tuple = ()                   # StepFacts, in index order
     spec: TaskSpec = field(default_factory=TaskSpec)
-    stop_reason: str = ""
+    stop_kind: str = ""                 # a StopKind ('' not stopped, or unknown)
+    stop_reason: str = ""               # the words a person reads of it
     votes: tuple = ()                   # VoteFacts, the latest vote of each system
     verdict: str = ""
     adjudication: str = ""              # a person's latest decision: correct | wrong | environment | ''
@@ -124,15 +125,7 @@ def last_action(trace: Trace) -> dict:
 def ending(trace: Trace) -> str:
     """How the agent ended (Table 3, as System C reads it): success, failure, handoff,
     premature_success (declared done where the user was to take over) or none."""
-    last = last_action(trace)
-    name = last.get("action")
-    if name == "terminate":
-        if last.get("status") != "success":
-            return "failure"
-        return "premature_success" if trace.spec.handoff else "success"
-    if name in ("call_user", "clarify"):
-        return "success" if name == trace.spec.handoff else "handoff"
-    return "none"
+    return agent_ending(last_action(trace), trace.spec.handoff)
 
 
 def good_prefix_before(trace: Trace, index: int | None) -> int:

@@ -110,13 +110,14 @@ def seed_apps_and_trees(tag: str, catalog: Catalog):
 
 def seed_versions(tag: str, catalog: Catalog):
     offline = default_policy_version()
-    catalog.versions.append((offline.pk, "offline"))
-    for n, kind in enumerate(["endpoint", "endpoint", "checkpoint", "compact"]):
+    catalog.versions.append((offline.pk, ModelVersion.Kind.OFFLINE))
+    Kind = ModelVersion.Kind
+    for n, kind in enumerate([Kind.ENDPOINT, Kind.ENDPOINT, Kind.CHECKPOINT, Kind.COMPACT]):
         version = ModelVersion.objects.create(
-            name=f"scale-{tag}-policy-{n + 1}-{kind}", kind=kind, parent_id=offline.pk,
-            endpoint_url="http://gpu-host:8000/v1" if kind == "endpoint" else "",
-            served_model_name="qwen2.5-vl-7b-gui" if kind == "endpoint" else "",
-            sampling={"temperature": 0.2, "max_tokens": 512} if kind == "endpoint" else {})
+            name=f"scale-{tag}-policy-{n + 1}-{kind.value}", kind=kind, parent_id=offline.pk,
+            endpoint_url="http://gpu-host:8000/v1" if kind == Kind.ENDPOINT else "",
+            served_model_name="qwen2.5-vl-7b-gui" if kind == Kind.ENDPOINT else "",
+            sampling={"temperature": 0.2, "max_tokens": 512} if kind == Kind.ENDPOINT else {})
         catalog.versions.append((version.pk, kind))
 
 

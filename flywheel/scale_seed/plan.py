@@ -9,7 +9,10 @@ decides each group. So the seeded data has the shapes real data has, by construc
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from flywheel.models import ModelVersion
 from flywheel.rules.htsc import ADJUDICATION_OUTCOMES, htsc_consensus, route_outcome
+from flywheel.rules.pools import WAIT, rl_pool_metabolism
+from flywheel.rules.stops import StopKind
 from flywheel.scale_seed.catalog import L3_CAUSES, Catalog, pick
 
 BASE_LINES = [("semi_auto", 0.11), ("automatic", 0.37), ("schema", 0.15), ("external", 0.06), ("rl", 0.24),
@@ -38,6 +41,7 @@ class Planned:
     destination: str = ""
     steps: int = 1
     finished_at: datetime | None = None
+    stop_kind: str = ""
     stop_reason: str = ""
     votes: tuple | None = None          # (A, B, C, safety violation)
     htsc: str | None = None             # the Verdict row's outcome; None: no Verdict row
@@ -136,14 +140,14 @@ def _plan_base(rng, catalog, count, first_id, first_run_id, now, plan):
 
 
 def _run_version(rng, catalog, line):
-    endpoints = [pk for pk, kind in catalog.versions if kind in ("endpoint", "compact")] or [catalog.versions[0][0]]
+    endpoints = [pk for pk, kind in catalog.versions if kind in (ModelVersion.Kind.ENDPOINT, ModelVersion.Kind.COMPACT)] or [catalog.versions[0][0]]
     if line == "schema":
         return catalog.versions[0][0]
     return rng.choice(endpoints) if rng.random() < 0.7 else catalog.versions[0][0]
 
 
 def _semi_auto_version(rng, catalog):
-    endpoints = [pk for pk, kind in catalog.versions if kind == "endpoint"]
+    endpoints = [pk for pk, kind in catalog.versions if kind == ModelVersion.Kind.ENDPOINT]
     return rng.choice(endpoints) if endpoints and rng.random() < 0.4 else catalog.versions[0][0]
 
 
@@ -166,11 +170,12 @@ def _judge(rng, catalog, trajectories, now):
             _verify_semi_auto(rng, t)
             continue
         if rng.random() < 0.03:
-            t.status, t.stop_reason = "interrupted", "worker lost (heartbeat expired)"
+            t.status, t.stop_kind, t.stop_reason = "interrupted", StopKind.WORKER_STOPPED, "worker lost (heartbeat expired)"
         else:
-            t.stop_reason = pick(rng, [("terminate: success", 0.55), ("terminate: failure", 0.15),
-                                       ("max steps reached", 0.15), ("3 identical actions", 0.1),
-                                       ("call_user: needs login", 0.05)])
+            t.stop_kind, t.stop_reason = pick(rng, [
+                ((StopKind.SUCCESS, "terminate: success"), 0.55), ((StopKind.FAILURE, "terminate: failure"), 0.15),
+                ((StopKind.MAX_STEPS, "max steps reached"), 0.15), ((StopKind.REPEATED_ACTIONS, "3 identical actions"), 0.1),
+                ((StopKind.HANDOFF, "call_user: needs login"), 0.05)])
         if t.finished_at > now - timedelta(minutes=20) and rng.random() < 0.5:
             continue  # just finished: the judge has not got to it yet
         roll = rng.random()
@@ -207,12 +212,14 @@ def _link_recollections(rng, trajectories):
 def _verify_semi_auto(rng, t):
     roll = rng.random()
     if roll < 0.02:
-        t.status, t.stop_reason = "not_executable", "not executable: the app asks for a login"
+        t.status, t.stop_kind, t.stop_reason = ("not_executable", StopKind.NOT_EXECUTABLE,
+                                                "not executable: the app asks for a login")
     elif roll < 0.07:
-        t.stop_reason = "terminate: success"
+        t.stop_kind, t.stop_reason = StopKind.SUCCESS, "terminate: success"
         t.consistency_issues = [{"step": 1, "rule": "decision_matches_action", "message": "[Decision] names another element"}]
     else:
-        t.stop_reason, t.verdict, t.destination, t.sft_intake = "terminate: success", "true", "sft", "semi_auto_verified"
+        t.stop_kind, t.stop_reason = StopKind.SUCCESS, "terminate: success"
+        t.verdict, t.destination, t.sft_intake = "true", "sft", "semi_auto_verified"
 
 
 def _adjudicate(rng, catalog, t, truth, now):
@@ -279,13 +286,15 @@ def _samples(rng, base, wanted, first_id):
         sample = Planned(id=first_id + n, query_id=original.query_id, line="ecdm", started_at=started,
                          version_id=original.version_id, finished_at=started + timedelta(seconds=2),
                          verdict="true", destination="sft", sft_intake="ecdm_repaired", derived_from=original.id,
+                         stop_kind=StopKind.REPAIRED_SAMPLE,
                          stop_reason=f"ECDM {original.repair['path']} repair of #{original.id}")
         original.repair["sample_id"] = sample.id
         samples.append(sample)
     for n in range(wanted - len(chosen)):  # too few failures (a tiny seed): more verified sessions instead
         samples.append(Planned(id=first_id + len(chosen) + n, query_id=rng.choice(base).query_id, line="semi_auto",
                                started_at=base[-1].started_at, finished_at=base[-1].started_at, verdict="true",
-                               destination="sft", sft_intake="semi_auto_verified", stop_reason="terminate: success"))
+                               destination="sft", sft_intake="semi_auto_verified", stop_kind=StopKind.SUCCESS,
+                               stop_reason="terminate: success"))
     return samples
 
 
@@ -317,8 +326,6 @@ def _fit_steps(rng, trajectories, total):
 
 def _rl_groups(catalog, plan):
     """Each finished RL run's groups, metabolised by the report's rule."""
-    from flywheel.rules.pools import WAIT, rl_pool_metabolism
-
     entry_of = catalog.rl_entry_of
     groups: dict = {}
     for t in plan.trajectories:

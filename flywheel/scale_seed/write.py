@@ -4,12 +4,15 @@ repairs, the SFT pool and the RL metabolism of each group."""
 import time
 from datetime import timedelta
 
+from django.utils import timezone
+
 from devices.models import Lease, WorkItem
 from flywheel.models import (
     Adjudication,
     Attribution,
     CollectionRun,
     CptEntry,
+    ModelVersion,
     Repair,
     RlRollout,
     SftEntry,
@@ -90,7 +93,7 @@ def _with_ids(writer, model, rows):
 def _trajectory_row(t):
     return {"id": t.id, "query_id": t.query_id, "run_id": t.run_id, "device_id": t.device_id, "line": t.line,
             "model_version_id": t.version_id, "annotator_id": t.annotator_id, "status": t.status,
-            "stop_reason": t.stop_reason, "verdict": t.verdict, "destination": t.destination,
+            "stop_kind": str(t.stop_kind), "stop_reason": t.stop_reason, "verdict": t.verdict, "destination": t.destination,
             "consistency_issues": t.consistency_issues, "recollection_of_id": t.recollection_of,
             "derived_from_id": t.derived_from, "flag": t.flagged, "started_at": t.started_at,
             "finished_at": t.finished_at, "judging_since": t.finished_at if t.htsc else None}
@@ -105,7 +108,7 @@ def write_trajectories(writer, plan):
 def write_steps(writer, rng, plan, catalog, total_steps):
     """Steps and CPT entries, CHUNK trajectories at a time (memory stays flat at any size)."""
     frames = FrameNames([app.package for app in catalog.apps])
-    endpoints = {pk for pk, kind in catalog.versions if kind in ("endpoint", "compact")}
+    endpoints = {pk for pk, kind in catalog.versions if kind in (ModelVersion.Kind.ENDPOINT, ModelVersion.Kind.COMPACT)}
     next_step = writer.reserve(Step, total_steps)
     started, written, cpt_written = time.monotonic(), 0, 0
     for offset in range(0, len(plan.trajectories), CHUNK):
@@ -205,7 +208,5 @@ def _repair_row(t, attribution, annotators):
            "sample_id": repair.get("sample_id"), "reason": "" if status != "failed" else "the prefix no longer replays",
            "created_at": when, "finished_at": when + timedelta(minutes=2) if status in ("done", "failed") else None}
     if status == "needs_human" and t.id % 9 == 0:  # someone is on it now
-        from django.utils import timezone
-
         row["claimed_until"] = timezone.now() + timedelta(minutes=8)
     return row

@@ -95,7 +95,6 @@ def test_decisions_calibrate_the_systems():
     assert today["verdicts"] == 3 and today["rate"] == round(1 / 3, 3)
 
 
-@pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_the_adjudication_flow_in_a_real_browser(role_users, asgi_server, browser):
     trajectory = undetermined_trajectory(steps=3)

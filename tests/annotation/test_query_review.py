@@ -331,7 +331,6 @@ def test_collection_runs_draw_approved_queries_only(client_as):
 
 # --- the keyboard, in a real browser --------------------------------------------------------------
 
-@pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_reviewing_from_the_keyboard_in_a_real_browser(role_users, asgi_server, browser):
     first, second, third, fourth = (make_query(f"q{n}") for n in range(1, 5))

@@ -7,7 +7,7 @@ import pytest
 from tests.annotation.test_repair_queue import TEACHER_COT, failed_with_repair
 from tests.conftest import PASSWORD
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def status_line(page):

@@ -5,7 +5,7 @@ import pytest
 
 from tests.conftest import PASSWORD
 
-pytestmark = [pytest.mark.browser, pytest.mark.farm, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def wait_for_step(page, index):

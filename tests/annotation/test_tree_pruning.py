@@ -162,7 +162,6 @@ def row(page, path):
     return page.locator(f'li[data-path="{path}"] > .node-row')
 
 
-@pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_drag_to_reparent_and_keyboard_pruning_in_a_browser(role_users, asgi_server, browser):
     app, _ = make_gem()

@@ -8,7 +8,7 @@ from benchmark.models import EvalRun
 from tests.benchmark.test_views import evaluation_with, frozen_version
 from tests.conftest import PASSWORD
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 # Pixels of a canvas that are not transparent: > 0 once something is drawn on it.
 INKED = """(canvas) => {

@@ -125,7 +125,7 @@ def test_evaluate_without_wait_hands_the_run_to_the_workers(db, role_users, no_p
 
 
 @pytest.mark.django_db(transaction=True)
-def test_evaluate_exits_non_zero_from_the_command_line():
+def test_evaluate_exits_non_zero_from_the_command_line(own_processes):
     versions.create_version("draft", "v1", {})
     env = process_env()
     for args, message in ((["--benchmark", "nope"], "no benchmark named 'nope'"),
@@ -139,7 +139,6 @@ def test_evaluate_exits_non_zero_from_the_command_line():
 
 # ---- evaluate --wait on the virtual farm, then re-judge and export ----
 
-@pytest.mark.farm
 @pytest.mark.django_db(transaction=True)
 def test_evaluate_wait_drives_the_farm_in_process_then_rejudges_and_exports(farm_settings, role_users, tmp_path):
     from devices.phone import PhoneConnection

@@ -12,7 +12,7 @@ from flywheel.models import CollectionRun, ModelVersion, Query, QueryLocked, Sft
 from flywheel.policies import default_policy_version
 from tests.benchmark.conftest import make_benchmark_query
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.farm]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
@@ -294,7 +294,6 @@ def test_a_phone_lost_mid_task_is_re_collected_on_another_phone_not_scored_as_a_
     assert evaluation.status == "done" and evaluation.scores["scored"] == 1 and evaluation.scores["sr"] == 1.0
 
 
-@pytest.mark.worker
 def test_a_launched_evaluation_is_carried_out_by_a_real_worker(phones, farm_settings, role_users,
                                                                celery_worker_process):
     from tests.flywheel.collection.test_worker import wait_for
@@ -314,8 +313,7 @@ def test_a_rollout_left_by_a_dead_worker_is_recovered_and_the_run_resumes(phones
     from django.utils import timezone
 
     from devices import scheduling
-    from devices.models import WorkItem
-    from flywheel.collection.runs import recover_interrupted, run_kind
+    from flywheel.collection.runs import recover_interrupted
 
     benchmark = frozen_version([make_benchmark_query("dead-worker")], role_users["manager"])
     evaluation = launch_evaluation(benchmark, default_policy_version(), split="held_out",
@@ -328,7 +326,7 @@ def test_a_rollout_left_by_a_dead_worker_is_recovered_and_the_run_resumes(phones
     device = phones.first()
     lease = leases.acquire(device, holder=f"collection:run:{run.pk}", ttl=timedelta(seconds=30), purpose="test")
     Lease.objects.filter(pk=lease.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    item = scheduling.pull_next(device, kinds=[run_kind(run)])
+    item = scheduling.pull_next(device, kinds=[run.work_kind])
     orphan = Trajectory.objects.create(query=item and benchmark.items.get().query, run=run, device=device,
                                        line="benchmark", model_version=run.model_version, status="running")
     Trajectory.objects.filter(pk=orphan.pk).update(started_at=timezone.now() - timedelta(minutes=10))
@@ -337,7 +335,7 @@ def test_a_rollout_left_by_a_dead_worker_is_recovered_and_the_run_resumes(phones
     assert orphan.status == "interrupted" and orphan.destination == ""
     first = EvalResult.objects.get(trajectory=orphan)
     assert first.state == "not_scored" and "re-collected" in first.not_scored_reason
-    assert WorkItem.objects.filter(kind=run_kind(run), status="queued").exists()
+    assert run.work_items().filter(status="queued").exists()
     drive_host(run.pk, farm_settings.address, 1)
     evaluation.refresh_from_db()
     assert evaluation.status == "done" and evaluation.scores["scored"] == 1, evaluation.scores

@@ -6,7 +6,7 @@ from devices.executor import ActionExecutor
 from devices.models import AuditEvent, Device, SafetyRule
 from tests.devices.conftest import find, texts
 
-pytestmark = [pytest.mark.farm, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def orders(phone):

@@ -11,7 +11,7 @@ from tests.conftest import PASSWORD
 from tests.devices.screen_client import element_center
 from tests.devices.streaming_fixtures import connection, farm_control
 
-pytestmark = [pytest.mark.farm, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_the_list_shows_each_phone_with_a_live_thumbnail(screen_phones, client_as):
@@ -104,7 +104,6 @@ def test_unknown_phones_get_a_clear_404(screen_phones, client_as):
     assert client_as("admin").post("/devices/987654/take/").status_code == 404
 
 
-@pytest.mark.browser
 def test_a_browser_watches_a_phone_and_taps_an_app_icon(screen_phones, role_users, asgi_server, browser):
     device = screen_phones[1]
     phone = connection(device)
@@ -176,7 +175,6 @@ def test_a_browser_watches_a_phone_and_taps_an_app_icon(screen_phones, role_user
     page.close()
 
 
-@pytest.mark.browser
 def test_a_browser_without_webcodecs_gets_jpeg_frames(screen_phones, role_users, asgi_server, browser):
     device = screen_phones[0]
     page = browser.new_page(viewport={"width": 1200, "height": 1000})

@@ -8,8 +8,6 @@ from devices.audit import AuditRule
 from devices.executor import ActionExecutor
 from tests.devices.conftest import find, texts
 
-pytestmark = pytest.mark.farm
-
 DEFAULTS = importlib.import_module("devices.migrations.0003_default_safety_rules").DEFAULT_RULES
 RULES = [AuditRule(**{"action_types": [], **rule}) for rule in DEFAULTS]
 

@@ -24,8 +24,6 @@ from devices.gate import FRESH_S
 from devices.phone import PhoneConnection
 from tests.devices.conftest import find, texts
 
-pytestmark = pytest.mark.farm
-
 DEFAULTS = importlib.import_module("devices.migrations.0003_default_safety_rules").DEFAULT_RULES
 RULES = [AuditRule(**{"action_types": [], **rule}) for rule in DEFAULTS]
 INPUT = re.compile(r"^(input |monkey |am start|am broadcast)")

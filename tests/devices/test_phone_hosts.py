@@ -96,7 +96,7 @@ def preflight(**env):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_preflight_exits_non_zero_on_an_unreachable_database_or_a_wrong_redis_password(tmp_path):
+def test_preflight_exits_non_zero_on_an_unreachable_database_or_a_wrong_redis_password(tmp_path, own_processes):
     dead_db = preflight(DATABASE_URL=f"postgres://postgres@127.0.0.1:{free_port()}/nowhere")
     assert dead_db.returncode == 1 and "The database does not answer" in dead_db.stderr
     binary = redis_server_binary()
@@ -121,7 +121,7 @@ def test_preflight_exits_non_zero_on_an_unreachable_database_or_a_wrong_redis_pa
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_phone_host_role_refuses_to_half_start(tmp_path):
+def test_the_phone_host_role_refuses_to_half_start(tmp_path, own_processes):
     """A wrong database or a name another live host serves: the role says so and starts nothing."""
     def role(**env):
         return subprocess.run([str(BIN / "python"), "scripts/up.py", "phone-host"], cwd=ROOT, capture_output=True,

@@ -14,8 +14,6 @@ from devices.anomaly_injection import (
 from devices.reset import ResetError, reset_phone, step_context, validate_spec
 from tests.devices.conftest import find, texts
 
-pytestmark = pytest.mark.farm
-
 
 def note_count(phone):
     return phone.shell("content query --uri content://com.sim.notes/notes").count("Row:")

@@ -6,8 +6,6 @@ from devices import screen_signal
 from devices.gate import InputGate
 from devices.phone import PhoneConnection
 
-pytestmark = [pytest.mark.farm]
-
 
 @pytest.fixture
 def dumps(monkeypatch):

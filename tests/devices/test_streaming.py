@@ -6,12 +6,11 @@ import pytest
 from channels.db import database_sync_to_async  # closes the DB connections it opens
 from PIL import Image
 
-from devices.streaming import consumer as screen_consumer
 from devices.streaming import control, senders
 from tests.devices.screen_client import element_center, open_screen, receive, receive_frame, receive_json
 from tests.devices.streaming_fixtures import connection, farm_control
 
-pytestmark = [pytest.mark.farm, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def watch(device, user, width=270, height=600, max_fps=30):
@@ -132,8 +131,8 @@ async def test_only_the_admin_holding_the_lease_controls_the_phone(screen_phones
     await communicator.disconnect()
 
 
-async def test_input_aimed_at_a_stale_frame_is_refused(screen_phones, role_users, monkeypatch):
-    monkeypatch.setattr(screen_consumer, "STALE_INPUT_SECONDS", 0.3)
+async def test_input_aimed_at_a_stale_frame_is_refused(screen_phones, role_users, settings):
+    settings.STREAM_STALE_INPUT_MS = 300
     device = screen_phones[2]
     phone = connection(device)
     await database_sync_to_async(control.take_control)(device, role_users["admin"])
@@ -237,9 +236,9 @@ async def test_a_still_screen_sends_no_pixels_only_a_few_unchanged_notes(screen_
 
 
 async def test_a_source_that_cannot_run_is_explained_and_the_viewer_falls_back(
-        screen_phones, role_users, settings, monkeypatch):
+        screen_phones, role_users, settings):
     settings.STREAM_SOURCE = "scrcpy"
-    monkeypatch.setenv("SCRCPY_SERVER_JAR", "/nowhere/scrcpy-server-v2.4")  # a wrong path
+    settings.SCRCPY_SERVER_JAR = "/nowhere/scrcpy-server-v2.4"  # a wrong path
     communicator, _ = await watch(screen_phones[0], role_users["manager"])
     message = await receive_json(communicator, "stream")
     while message["source"] != "screencap":

@@ -14,7 +14,7 @@ from devices.streaming.frames import MAX_RENDITIONS, Picture
 from tests.devices.screen_client import open_screen, receive, receive_frame, receive_json
 from tests.devices.streaming_fixtures import connection
 
-pytestmark = [pytest.mark.farm, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def next_json(communicator, kind, seconds=10):

@@ -12,7 +12,7 @@ from devices.streaming import control
 from tests.devices.screen_client import element_center, open_screen, receive, receive_frame, receive_json
 from tests.devices.streaming_fixtures import connection
 
-pytestmark = [pytest.mark.farm, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def watch(device, user, codecs, width=270, height=600, max_fps=30):

@@ -41,13 +41,12 @@ def test_screencap_source_reports_an_unchanged_screen_without_decoding():
     assert first.size == (100, 200) == png_size(third.png)
 
 
-def test_the_source_is_chosen_by_stream_source(settings, monkeypatch):
+def test_the_source_is_chosen_by_stream_source(settings):
     from devices.streaming.feeds import source_plan
 
-    settings.STREAM_SOURCE = None
-    monkeypatch.delenv("STREAM_SOURCE", raising=False)
+    settings.STREAM_SOURCE = "auto"
     assert configured_source_name() == "auto"
-    monkeypatch.setenv("STREAM_SOURCE", "vnc")
+    settings.STREAM_SOURCE = "vnc"
     with pytest.raises(ValueError, match="choose one of auto, scrcpy, minicap, screencap"):
         configured_source_name()
     # Phone-side encoders first, relayed; screencap polling is always the last resort.
@@ -56,7 +55,7 @@ def test_the_source_is_chosen_by_stream_source(settings, monkeypatch):
     assert source_plan("scrcpy", ("jpeg",)) == ["scrcpy-decoded", "screencap"]
     assert source_plan("scrcpy", ("h264",)) == ["scrcpy", "screencap"]
     assert source_plan("screencap", ("h264", "jpeg")) == ["screencap"]
-    monkeypatch.setenv("SCRCPY_SERVER_JAR", "/nowhere/scrcpy-server-v2.4")
+    settings.SCRCPY_SERVER_JAR = "/nowhere/scrcpy-server-v2.4"
     phone = type("Phone", (), {"serial": "real-1"})()
     with pytest.raises(SourceUnavailable, match="SCRCPY_SERVER_JAR=/nowhere"):
         scrcpy.jar_on_phone(phone)

@@ -33,8 +33,6 @@ def demo_settings(settings, tmp_path):
     return settings
 
 
-@pytest.mark.worker
-@pytest.mark.farm
 @pytest.mark.django_db(transaction=True)
 def test_the_demo_runs_every_round_through_the_services(demo_settings, farm_settings, celery_worker_process):
     from devices.registry import discover_devices

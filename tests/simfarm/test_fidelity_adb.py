@@ -10,7 +10,7 @@ import pytest
 from tests.simfarm.conftest import FARM_DEVICES
 from tests.simfarm.helpers import clickable_centres, png_size, wm_size
 
-pytestmark = [pytest.mark.adb, pytest.mark.farm]
+pytestmark = pytest.mark.adb
 
 
 @pytest.fixture

@@ -14,8 +14,6 @@ import pytest
 from tests.simfarm.conftest import FARM_DEVICES, smart_request
 from tests.simfarm.helpers import centre, clickable_centres, editable_nodes, nodes, png_size
 
-pytestmark = pytest.mark.farm
-
 
 @pytest.fixture
 def client(farm_server) -> adbutils.AdbClient:
@@ -165,7 +163,7 @@ def test_parallel_clients_on_every_phone(client, farm_server):
     assert errors == []
 
 
-def test_python_m_simfarm_serves_until_killed(tmp_path):
+def test_python_m_simfarm_serves_until_killed(tmp_path, own_processes):
     """`python -m simfarm --port 0` serves the farm without any database and stops on kill."""
     from tests.farm import _announced_port, die_with_parent
     from tests.simfarm.conftest import REPO_ROOT, farm_is_built

@@ -158,7 +158,7 @@ def test_clock_moves_with_inputs_and_shows_in_status_bar(phone):
     assert sh(phone, "date +%H:%M") == "09:02\n"
 
 
-def test_determinism_holds_across_processes_with_different_hash_seeds():
+def test_determinism_holds_across_processes_with_different_hash_seeds(own_processes):
     import os
     import subprocess
     import sys

@@ -140,13 +140,13 @@ def test_disconnect_mid_send_leaves_no_file_and_others_keep_working(fake_server)
     assert not client_for(fake_server).device(SERIAL).sync.exists("/sdcard/partial.bin")
 
 
-def test_cli_rejects_a_farm_without_phones():
+def test_cli_rejects_a_farm_without_phones(own_processes):
     result = subprocess.run([sys.executable, "-m", "simfarm", "--devices", "0"],
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "--devices must be at least 1" in result.stderr
 
 
-def test_cli_reports_a_busy_port():
+def test_cli_reports_a_busy_port(own_processes):
     if not farm_is_built():
         pytest.skip("farm.py not built yet")
     with socket.socket() as busy:

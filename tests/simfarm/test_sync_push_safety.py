@@ -10,7 +10,6 @@ import pytest
 from tests.farm import running_farm
 from tests.simfarm.conftest import farm_is_built
 
-pytestmark = pytest.mark.farm
 LIMIT = 200_000
 
 

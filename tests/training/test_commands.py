@@ -13,7 +13,7 @@ def training_root(settings, tmp_path):
     settings.TRAINING_ROOT = tmp_path / "training"
 
 
-def test_export_then_train_inline_on_the_tiny_model(capsys):
+def test_export_then_train_inline_on_the_tiny_model(capsys, torch):
     sft(make_trajectory(n_steps=3))
     call_command("export_snapshot", "--kind", "sft", "--config", '{"k": 2}')
     snapshot = DataSnapshot.objects.get()
@@ -40,7 +40,7 @@ def test_refusals_name_the_problem():
         call_command("export_snapshot", "--verl-run", "1")
 
 
-def test_a_tiny_snapshot_trains_one_step_with_the_reports_batch(capsys):
+def test_a_tiny_snapshot_trains_one_step_with_the_reports_batch(capsys, torch):
     """One sample and the §5.1 batch of 128: one epoch is one optimizer step, not an error."""
     sft(make_trajectory(n_steps=1))
     call_command("export_snapshot", "--kind", "sft")

@@ -134,7 +134,7 @@ def test_the_sft_export_carries_each_steps_ui_dump_screen_and_apps(pool):
     assert any("does not match its sha256" in problem for problem in verify_snapshot(snapshot))
 
 
-def test_train_then_act_through_the_policy_interface(pool):
+def test_train_then_act_through_the_policy_interface(pool, torch):
     untrained = train_compact("compact-test-r0", epochs=0)
     assert untrained.kind == ModelVersion.Kind.COMPACT and Path(untrained.artifact, "weights.npz").exists()
     model = train_compact("compact-test-r1", parent=untrained, epochs=80)
@@ -178,7 +178,7 @@ def test_a_model_without_files_or_an_empty_pool_says_why(pool, settings):
     assert not ModelVersion.objects.filter(name="compact-nothing").exists()
 
 
-def test_the_loop_trainer_trains_m_t_plus_1_from_a_compact_m_t(pool, django_user_model):
+def test_the_loop_trainer_trains_m_t_plus_1_from_a_compact_m_t(pool, django_user_model, torch):
     from flywheel.models import EvolutionLoop, LoopRound
 
     m0 = train_compact("compact-loop-m0", epochs=0)

@@ -19,7 +19,7 @@ from flywheel.models import App, CptEntry, Query, Step, Trajectory
 from flywheel.policies import OfflinePolicy, PolicyState
 from flywheel.policies.protocol import HistoryEntry, format_output, system_prompt
 
-pytestmark = [pytest.mark.farm, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 TOKEN = "env-test-token-7f3a"
 GOAL = "Tap Settings, then tap Bluetooth"

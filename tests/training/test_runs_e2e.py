@@ -24,7 +24,7 @@ from training.models import TrainingRun
 from training.runs import cancel_run, create_run, resume_stalled_runs
 from training.snapshots import create_snapshot
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("torch")]
 TRAINING_DIR = tempfile.mkdtemp(prefix="training-e2e-")
 WORKER_ENV = {"TRAINING_ROOT": TRAINING_DIR}
 TINY = {"model": {"tiny": {}}, "batch_size": 2, "micro_batch_size": 1, "learning_rate": 2e-3,

@@ -21,6 +21,8 @@ from training.trainer.rl import sequence_logprobs, step_terms, step_weights
 from training.trainer.state import read_metrics, read_status
 from training.trainer.tiny import build_tiny, load_model
 
+pytestmark = pytest.mark.usefixtures("torch")  # trains with torch: the slow tier
+
 # (group, trajectory, steps, advantage per step): eq. 5's shape — the group-normalised trajectory
 # reward (zero mean over a group's trajectories) plus a step term with zero mean within a trajectory,
 # so that Σ_i (1/T_i) Σ_t A_{i,t} = 0 in each group.

@@ -26,6 +26,8 @@ from training.trainer.sft import main as sft_main
 from training.trainer.state import read_metrics, read_status
 from training.trainer.tiny import build_tiny, load_model, save_artifact
 
+pytestmark = pytest.mark.usefixtures("torch")  # trains with torch: the slow tier
+
 APPS = ["Settings", "Clock", "Contacts", "Calendar", "Files", "Maps", "Notes", "Weather", "Camera", "Music"]
 
 

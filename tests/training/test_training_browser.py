@@ -6,7 +6,7 @@ from tests.benchmark.test_charts_browser import INKED
 from tests.conftest import PASSWORD
 from training.models import TrainingRun
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_the_run_page_draws_the_loss_curve(role_users, asgi_server, browser):

@@ -37,7 +37,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_the_console_starts_and_says_how_to_install_the_extras(tmp_path):
+def test_the_console_starts_and_says_how_to_install_the_extras(tmp_path, own_processes):
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings",
                DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", FLYWHEEL_VAR_DIR=str(tmp_path / "var"),
                TRAINING_ROOT=str(tmp_path / "training"))

@@ -1,6 +1,7 @@
 """`python manage.py collect`: launch a collection run from the command line."""
 import time
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from devices.registry import discover_devices
@@ -55,8 +56,6 @@ class Command(BaseCommand):
             raise CommandError(f"No query matches that selection; nothing was launched. {selection_hint()}")
         self.stdout.write(f"{run} launched: {run.total} trajectories to collect")
         if options["inline"]:
-            from django.conf import settings
-
             for address in settings.ADB_SERVERS:
                 drive_host(run.pk, address, options["phones"])
         if options["wait"] or options["inline"]:

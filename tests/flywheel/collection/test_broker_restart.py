@@ -19,7 +19,7 @@ from tests.conftest import BIN, ROOT, process_env, stop
 from tests.flywheel.collection.test_runs import make_query
 from tests.flywheel.collection.test_worker import wait_for
 
-pytestmark = [pytest.mark.worker, pytest.mark.farm, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 class PrivateRedis:

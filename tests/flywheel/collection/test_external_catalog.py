@@ -8,7 +8,7 @@ from devices.phone import PhoneConnection
 from devices.registry import discover_devices
 from flywheel.queries.external import CATALOG_HOLDER, catalog_from_a_phone, ingest_external
 
-pytestmark = [pytest.mark.farm, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture

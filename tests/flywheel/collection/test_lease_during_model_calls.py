@@ -17,9 +17,10 @@ from devices.registry import discover_devices
 from flywheel.collection.engine import CollectionConfig, finish_trajectory, run_trajectory
 from flywheel.models import Trajectory
 from flywheel.policies.base import Proposal
+from flywheel.rules.stops import Stop, StopKind
 from tests.flywheel.collection.test_runs import make_query
 
-pytestmark = [pytest.mark.farm, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 SHORT_TTL = timedelta(seconds=1)
 COT = {"Observation": "Settings", "Reflection": "", "Plan": "open a page", "Decision": "tap", "Memory": ""}
 
@@ -62,8 +63,8 @@ def run(trajectory, phone, device, lease, policy):
 
 def test_a_slow_model_call_keeps_the_lease_and_the_action_runs(collecting):
     trajectory, phone, device, lease = collecting
-    reason = run(trajectory, phone, device, lease, SlowPolicy(seconds=2.5))
-    assert reason == "terminate: success"
+    stop = run(trajectory, phone, device, lease, SlowPolicy(seconds=2.5))
+    assert stop == Stop(StopKind.SUCCESS, "terminate: success")
     lease.refresh_from_db()
     assert lease.is_live, "the lease was kept alive during the 2.5 s model call (TTL 1 s)"
     assert trajectory.steps.get(index=0).executed_action["action"] == "open"
@@ -77,14 +78,15 @@ def test_a_lease_taken_during_the_model_call_interrupts_and_nothing_reaches_the_
         leases.acquire(Device.objects.get(pk=device.pk), holder="console:admin-user", force=True,
                        ttl=timedelta(minutes=5))
 
-    reason = run(trajectory, phone, device, lease, SlowPolicy(seconds=0.3, meanwhile=someone_takes_the_phone))
-    assert reason == "lease lost"
+    stop = run(trajectory, phone, device, lease, SlowPolicy(seconds=0.3, meanwhile=someone_takes_the_phone))
+    assert stop == Stop(StopKind.LEASE_LOST, "lease lost")
     assert "launcher" in phone.foreground()["package"], "nothing reached the phone after the reset"
     step = trajectory.steps.get(index=0)
     assert step.proposed_action["action"] == "open" and step.executed_action is None  # kept, not run
-    finish_trajectory(trajectory, reason, phone=phone)
+    finish_trajectory(trajectory, stop, phone=phone)
     trajectory.refresh_from_db()
     assert trajectory.status == "interrupted" and trajectory.stop_reason == "lease lost"
+    assert trajectory.stop_kind == StopKind.LEASE_LOST  # the kind is stored beside the words
     assert trajectory.verdict != "pending" and trajectory.destination, (trajectory.verdict, trajectory.destination)
     assert Lease.objects.get(device=device, released_at__isnull=True).holder == "console:admin-user"
 
@@ -97,8 +99,8 @@ def test_a_lease_that_lapses_before_the_action_is_confirmed_lost_there(collectin
     def lapse():
         Lease.objects.filter(pk=lease.pk).update(expires_at=lease.acquired_at)
 
-    reason = run(trajectory, phone, device, lease, SlowPolicy(seconds=0, meanwhile=lapse))
-    assert reason == "lease lost"
+    stop = run(trajectory, phone, device, lease, SlowPolicy(seconds=0, meanwhile=lapse))
+    assert stop.kind == StopKind.LEASE_LOST
     assert "launcher" in phone.foreground()["package"]
     assert trajectory.steps.get(index=0).executed_action is None
 
@@ -107,7 +109,7 @@ def test_a_lease_lost_before_the_trajectory_starts_does_not_even_reset_the_phone
     trajectory, phone, device, lease = collecting
     phone.shell("monkey -p com.android.settings -c android.intent.category.LAUNCHER 1")
     leases.release(lease)
-    assert run(trajectory, phone, device, lease, SlowPolicy(seconds=0)) == "lease lost"
+    assert run(trajectory, phone, device, lease, SlowPolicy(seconds=0)).kind == StopKind.LEASE_LOST
     assert phone.foreground()["package"] == "com.android.settings"  # not force-stopped, not sent Home
     assert not trajectory.steps.exists()
 
@@ -135,7 +137,7 @@ def test_a_judge_that_outlasts_the_lease_still_settles_the_item_without_recovery
     monkeypatch.setattr(runs, "route_ended", judged_slowly)
     lease = leases.acquire(device, holder=f"collection:run:{run_.pk}", ttl=runs.lease_ttl())
     runs.drive_phone(run_.pk, device, lease, threading.Event())
-    item = WorkItem.objects.get(kind=runs.run_kind(run_))
+    item = WorkItem.objects.get(kind=run_.work_kind)
     trajectory = Trajectory.objects.get(run=run_)
     assert item.status == "done" and item.payload["trajectories"] == [trajectory.pk], item.note
     assert trajectory.status == "completed" and trajectory.destination, (trajectory.status, trajectory.stop_reason)

@@ -11,7 +11,7 @@ from flywheel.collection.runs import drive_host, launch_run
 from flywheel.models import App, Query, SftEntry, Trajectory
 from flywheel.queries.jsonl import import_queries
 
-pytestmark = [pytest.mark.farm, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 TASKS = Path(__file__).resolve().parents[3] / "simfarm" / "tasks" / "tasks.jsonl"
 
 

@@ -12,7 +12,7 @@ from flywheel.models import CollectionRun, Query, Trajectory
 from flywheel.queries.jsonl import import_queries
 from tests.flywheel.collection.test_worker import wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 TASKS = Path(__file__).resolve().parents[3] / "simfarm" / "tasks" / "tasks.jsonl"
 SHOP_TASK = "shop-add-airpods-l1"  # the shop needs the network: offline, it says so on screen
 
@@ -30,7 +30,6 @@ def one_phone(farm_settings):
     return first
 
 
-@pytest.mark.worker
 def test_a_network_failure_is_healed_and_the_query_collected_again(one_phone, farm_settings,
                                                                      celery_worker_process):
     import_task(SHOP_TASK)

@@ -10,6 +10,7 @@ from flywheel.collection import recorder
 from flywheel.models import App, CptEntry, Query, Trajectory
 from flywheel.policies.base import Proposal
 from flywheel.policies.protocol import AGENT_STOPS, ASKING_ACTIONS, ENDING_ACTIONS
+from flywheel.rules.stops import Stop, StopKind
 
 pytestmark = pytest.mark.django_db
 
@@ -74,9 +75,9 @@ def test_notes_join_the_memory_and_terminate_ends(recorded):
     trajectory.refresh_from_db()
     assert trajectory.memory == ["Wi-Fi is on"]
     _, outcome = step({"action": "terminate", "status": "success"})
-    assert outcome.ends and outcome.stop_detail == "terminate: success"
+    assert outcome.ends and outcome.stop == Stop(StopKind.SUCCESS, "terminate: success")
     _, outcome = step({"action": "clarify", "question": "Which network?"})
-    assert outcome.asks and not outcome.ends
+    assert outcome.asks and not outcome.ends and outcome.stop is None
 
 
 def test_a_blocked_action_is_recorded_and_the_step_stays_unexecuted(recorded):

@@ -14,11 +14,12 @@ from devices.models import Device, Lease, PhoneHost, WorkItem
 from devices.registry import discover_devices
 from flywheel.collection.runs import dispatch_run, host_queue, launch_run
 from flywheel.models import CollectionRun, Trajectory
+from flywheel.rules.stops import Stop, StopKind
 from tests.conftest import BIN, ROOT, process_env, stop
 from tests.flywheel.collection.test_runs import make_query
 from tests.flywheel.collection.test_worker import wait_for
 
-pytestmark = [pytest.mark.worker, pytest.mark.farm, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def start_worker(tmp_path, label, address):
@@ -82,7 +83,7 @@ def test_a_run_whose_worker_was_killed_resumes_within_a_minute_and_collects_each
     assert run.completed == run.total == 6
 
 
-def test_the_supervisor_restarts_a_dead_process_with_backoff_and_stops_on_a_refusal(tmp_path, monkeypatch):
+def test_the_supervisor_restarts_a_dead_process_with_backoff_and_stops_on_a_refusal(tmp_path, monkeypatch, own_processes):
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         import up
@@ -111,13 +112,15 @@ def test_the_supervisor_restarts_a_dead_process_with_backoff_and_stops_on_a_refu
     supervisor.stop_all()
 
 
-def holder_died_with(farm_settings, stop_reason):
-    """A run's driver took an item on a phone, started a trajectory that ended with `stop_reason`,
-    and died before marking the item (its lease gone)."""
+SUCCESS = Stop(StopKind.SUCCESS, "terminate: success")
+
+
+def holder_died_with(farm_settings, stop):
+    """A run's driver took an item on a phone, started a trajectory that ended with `stop` (a Stop;
+    None: still running), and died before marking the item (its lease gone)."""
     from datetime import timedelta
 
     from devices import leases, scheduling
-    from flywheel.collection.runs import run_kind
 
     discover_devices()
     make_query("orphan", tags=("orphan",))
@@ -125,10 +128,11 @@ def holder_died_with(farm_settings, stop_reason):
     CollectionRun.objects.filter(pk=run.pk).update(status="running")  # as its driver set it
     device = Device.objects.get(serial=farm_settings.serials[0])
     lease = leases.acquire(device, holder=f"collection:run:{run.pk}", ttl=timedelta(seconds=30))
-    item = scheduling.pull_next(device, kinds=[run_kind(run)])
+    item = scheduling.pull_next(device, kinds=[run.work_kind])
     trajectory = Trajectory.objects.create(query_id=item.payload["query_id"], run=run, device=device, line="automatic",
-                                           model_version=run.model_version, stop_reason=stop_reason or "",
-                                           status="completed" if stop_reason else "running")
+                                           model_version=run.model_version, stop_kind=stop.kind if stop else "",
+                                           stop_reason=stop.detail if stop else "",
+                                           status="completed" if stop else "running")
     WorkItem.objects.filter(pk=item.pk).update(payload={**item.payload, "trajectories": [trajectory.pk]})
     leases.release(lease)
     return run, item, trajectory, device
@@ -139,7 +143,7 @@ def test_an_item_whose_trajectory_ended_before_its_holder_died_is_done_not_colle
 
     from flywheel.collection.runs import recover_interrupted
 
-    run, item, trajectory, _device = holder_died_with(farm_settings, "terminate: success")
+    run, item, trajectory, _device = holder_died_with(farm_settings, SUCCESS)
     Trajectory.objects.filter(pk=trajectory.pk).update(judging_since=timezone.now())  # it died judging it
     summary = recover_interrupted()
     item.refresh_from_db()
@@ -156,7 +160,7 @@ def test_a_judge_whose_trajectory_was_taken_over_writes_nothing(farm_settings):
     from flywheel.evaluation.pipeline import _judge, claim_for_judging
     from flywheel.models import Verdict, Vote
 
-    _run, _item, trajectory, _device = holder_died_with(farm_settings, "terminate: success")
+    _run, _item, trajectory, _device = holder_died_with(farm_settings, SUCCESS)
     cut_off = claim_for_judging(trajectory)
     assert claim_for_judging(trajectory) is None  # held: a second judge keeps off
     recovery = claim_for_judging(trajectory, now=cut_off + timedelta(seconds=1), take_over=True)
@@ -181,5 +185,6 @@ def test_an_item_is_stranded_when_its_phone_is_leased_again_to_someone_else(farm
     item.refresh_from_db()
     trajectory.refresh_from_db()
     assert trajectory.status == "interrupted" and trajectory.stop_reason == "interrupted: the worker stopped"
+    assert trajectory.stop_kind == StopKind.WORKER_STOPPED
     assert item.status == "queued" and summary["work_items"] == 1
     assert summary["redispatched"] == [run.pk]  # handed out again at once: no driver holds the run

@@ -9,7 +9,7 @@ from flywheel.collection import semi_auto
 from flywheel.models import App, Query
 from tests.devices.conftest import find, texts
 
-pytestmark = [pytest.mark.farm, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def orders(phone):

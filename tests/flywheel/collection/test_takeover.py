@@ -12,7 +12,7 @@ from flywheel.models import App, Query, Trajectory
 from flywheel.policies.base import Proposal
 from flywheel.policies.protocol import describe_action
 
-pytestmark = [pytest.mark.farm, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 BLUETOOTH_PATH = {"mode": "tap", "summary": "Settings → Bluetooth", "steps": [
     {"action": "open", "app": "com.android.settings"},
     {"action": "click", "target": {"text": "Bluetooth"}},

@@ -13,7 +13,7 @@ from flywheel.collection.runs import drive_host, launch_run, recover_interrupted
 from flywheel.models import CollectionRun, Trajectory
 from tests.flywheel.collection.test_runs import make_query
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 LONG_PATH = {"mode": "tap", "summary": "scroll the Settings list up and down for a while", "steps": [
     {"action": "open", "app": "com.android.settings"}] + [
@@ -37,7 +37,6 @@ def farm_control(farm, request):
         assert sock.recv(4) == b"OKAY"
 
 
-@pytest.mark.worker
 @pytest.mark.parametrize("line", ["automatic", "schema", "external"])
 def test_each_line_is_carried_out_by_a_real_worker(line, farm_settings, celery_worker_process):
     discover_devices()
@@ -64,7 +63,6 @@ def test_each_line_is_carried_out_by_a_real_worker(line, farm_settings, celery_w
         assert {t.destination for t in trajectories} == {"sft"}
 
 
-@pytest.mark.worker
 def test_killing_a_worker_mid_trajectory_loses_nothing(farm_settings, celery_worker_process):
     discover_devices()
     make_query("long", known_path=LONG_PATH, tags=("long",),

@@ -5,7 +5,7 @@ from flywheel.evaluation.destinations import route_trajectory
 from flywheel.models import App, Query, Trajectory
 from tests.conftest import PASSWORD
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_routed_trajectory_reaches_an_open_dashboard_without_polling(role_users, asgi_server, browser):

@@ -1,5 +1,4 @@
 """The Tasks page (issue #18): which workers run on which host and which queues each consumes."""
-import os
 import re
 import socket
 
@@ -81,12 +80,11 @@ def test_workers_are_sorted_by_host_with_their_queues_sorted(monkeypatch):
         ("w2@phones-b", "phones-b", ["collection", "collection.10-0-0-2-5037"])]
 
 
-@pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_a_running_worker_is_listed_with_its_host_and_queues(celery_worker_process, client_as):
     page = client_as("manager").get("/tasks/").content.decode()
     assert 'id="workers"' in page and EMPTY_STATE not in page
-    name, host = f"test{os.getpid()}@{socket.gethostname()}", socket.gethostname()
+    name, host = celery_worker_process.worker_name, socket.gethostname()
     assert f"<td>{name}</td><td>{host}</td>" in page
     row = page[page.index(f"<td>{name}</td>"):]
     row = row[:row.index("</tr>")]

@@ -4,16 +4,11 @@ is shown per round, rising or not."""
 import pytest
 
 from flywheel.blobs import store_blob
-from flywheel.evaluation.calibration import (
-    DEFAULT_THRESHOLDS,
-    active_thresholds,
-    calibrate,
-    judge_examples,
-    rounds_table,
-)
+from flywheel.evaluation.calibration import calibrate, rounds_table
 from flywheel.evaluation.llm_judge import judge_model_version
 from flywheel.evaluation.system_b import system_b_vote
 from flywheel.evaluation.system_c import system_c_vote
+from flywheel.evaluation.thresholds import DEFAULT_THRESHOLDS, active_thresholds, judge_examples
 from flywheel.evaluation.trajectory_view import StepView, TrajectoryView
 from flywheel.models import Adjudication, CalibrationRound, ModelVersion, Query, Step, Trajectory, Verdict, Vote
 from tests.flywheel.evaluation.test_systems_b_c import DONE, screen

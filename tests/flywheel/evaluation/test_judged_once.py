@@ -14,7 +14,7 @@ from flywheel.models import App, ModelVersion, Query, SftEntry, Step, Trajectory
 from flywheel.tasks import evaluate_pending
 from tests.flywheel.openai_stub import StubOpenAI
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 SCREEN = ('<?xml version="1.0" ?><hierarchy rotation="0"><node index="0" text="Bluetooth" '
           'resource-id="com.android.settings:id/bluetooth_switch" class="android.widget.Switch" '
@@ -49,7 +49,6 @@ def slow_judge(settings, monkeypatch, transactional_db):
         yield stub
 
 
-@pytest.mark.worker
 def test_the_runs_judge_and_the_beat_sweep_judge_a_trajectory_once(slow_judge, celery_worker_process):
     trajectory = finished_trajectory("race")
     results = []
@@ -76,7 +75,6 @@ def test_the_runs_judge_and_the_beat_sweep_judge_a_trajectory_once(slow_judge, c
     assert SftEntry.objects.filter(trajectory=trajectory).count() == 1
 
 
-@pytest.mark.worker
 def test_a_malformed_spec_is_flagged_for_a_person_and_the_sweep_goes_on(celery_worker_process):
     good = finished_trajectory("good", minutes_ago=20)
     bad = finished_trajectory("bad", verification=["not", "a", "verification", "spec"], minutes_ago=30)

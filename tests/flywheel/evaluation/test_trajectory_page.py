@@ -196,7 +196,6 @@ def test_links_to_the_trajectory_page(client_as, role_users):
     assert f'href="/trajectories/{trajectory.pk}/"' in page
 
 
-@pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_the_step_player_in_a_real_browser(role_users, asgi_server, browser):
     from tests.conftest import PASSWORD

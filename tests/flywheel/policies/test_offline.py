@@ -16,7 +16,7 @@ from simfarm.serve import ServerThread
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "perf"))
 from offline_policy import measure, single_app_tasks
 
-pytestmark = [pytest.mark.farm, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 # One or two simple tasks of every app of the farm.
 SAMPLE = ["settings-dark-theme-l1", "settings-timeout-5min", "notes-create-groceries-l1", "notes-pin-meeting",

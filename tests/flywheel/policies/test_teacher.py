@@ -13,17 +13,17 @@ from devices.reset import reset_phone
 from devices.uitree import page_text, parse_hierarchy
 from flywheel.models import App, Edge, GemPage
 from flywheel.policies.base import PolicyState
-from flywheel.policies.offline import find_target
 from flywheel.policies.protocol import HistoryEntry, describe_action
 from flywheel.policies.teacher import TeacherContext, dismissal_action, same_choice
 from flywheel.policies.teacher_offline import OfflineTeacher
 from flywheel.policies.teacher_path import _resolve, effective_steps, hits_step, visible_nodes
-from flywheel.queries.page_identity import fingerprint
 from flywheel.rules.consistency import GateStep, check_bidirectional_consistency
+from flywheel.screens.page_identity import fingerprint
+from flywheel.screens.selectors import find_target
 from simfarm.farm import Farm
 from simfarm.serve import ServerThread
 
-pytestmark = [pytest.mark.farm, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 TASKS = {row["key"]: row for row in map(json.loads, (Path(__file__).resolve().parents[3] / "simfarm" / "tasks"
                                                      / "tasks.jsonl").read_text().splitlines())}
 SONY = TASKS["shop-filter-sony-l1"]   # open → Headphones → Filter → Sony → Show results → terminate

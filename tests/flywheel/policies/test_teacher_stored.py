@@ -12,14 +12,14 @@ from devices.reset import reset_phone
 from flywheel.blobs import store_blob
 from flywheel.collection.recorder import observation_fields
 from flywheel.models import App, Edge, FunctionNode, GemPage, Query, Step, Trajectory
-from flywheel.policies.offline import find_target
 from flywheel.policies.teacher import context_for_step, query_facts
 from flywheel.policies.teacher_offline import OfflineTeacher
 from flywheel.policies.teacher_path import _resolve, effective_steps, hits_step, visible_nodes
+from flywheel.screens.selectors import find_target
 from simfarm.farm import Farm
 from simfarm.serve import ServerThread
 
-pytestmark = [pytest.mark.farm, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 TASK = next(row for row in map(json.loads, (Path(__file__).resolve().parents[3] / "simfarm" / "tasks"
                                             / "tasks.jsonl").read_text().splitlines())
             if row["key"] == "notes-create-groceries-l1")   # open → New note → title → body → save → terminate

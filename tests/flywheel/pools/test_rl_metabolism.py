@@ -12,7 +12,7 @@ from flywheel.models import Query, RlQueryEntry, RlRollout, Trajectory
 from flywheel.rules.pools import KEEP, RETIRE, WAIT, rl_pool_metabolism
 from tests.flywheel.collection.test_runs import make_query
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_the_rule_waits_for_every_rollout_to_have_a_verdict():
@@ -62,7 +62,6 @@ def test_an_undetermined_rollout_counts_once_a_person_decides():
     assert metabolize_group(run.pk, query.pk) == KEEP and RlRollout.objects.filter(entry=entry).count() == 1
 
 
-@pytest.mark.farm
 def test_an_env_error_rollout_is_re_collected_and_counted_by_its_new_verdict(farm_settings):
     for serial in farm_settings.serials:
         from devices.phone import PhoneConnection

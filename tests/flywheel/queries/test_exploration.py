@@ -10,10 +10,17 @@ from devices.registry import discover_devices
 from flywheel.models import App, Edge, ExplorationRun, GemPage
 from flywheel.queries import exploration, exploration_runs
 from flywheel.queries.exploration_runs import explore_apps_now, explore_run, launch_exploration
-from flywheel.queries.page_identity import same_page
+from flywheel.screens.page_identity import same_page
 from simfarm.appspec import app_files, load_app
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def no_settle_wait(settings):
+    """The virtual farm draws an input's result before the command returns: the explorer reads the
+    screen right after each action (a real phone gets EXPLORATION_SETTLE_S)."""
+    settings.EXPLORATION_SETTLE_S = 0
 
 
 def farm_pages(package):

@@ -10,10 +10,10 @@ import pytest
 from django.utils import timezone
 
 from flywheel.models import FunctionNode
-from flywheel.queries import embedding
 from flywheel.queries.drafts import QueryDraft
 from flywheel.queries.gates import run_gates
 from flywheel.rules.intake_gates import complexity_label, polish, realism
+from flywheel.screens import embedding
 from simfarm.appspec import load_app
 from tests.flywheel.queries.test_gem import make_app, make_edge, make_page
 

@@ -14,7 +14,7 @@ from flywheel.evaluation.destinations import route_trajectory
 from flywheel.models import Edge, Query, Step, Trajectory
 from flywheel.queries import gem, gem_feedback
 from flywheel.queries.gem_recheck import recheck_due_edges
-from flywheel.queries.page_identity import fingerprint
+from flywheel.screens.page_identity import fingerprint
 from tests.flywheel.queries.test_gem import build_world, make_app, make_edge, make_page, tap
 
 pytestmark = pytest.mark.django_db

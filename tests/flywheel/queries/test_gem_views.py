@@ -118,7 +118,6 @@ def test_admins_enter_device_priors_managers_read_them(client_as):
     assert not DevicePrior.objects.exists()
 
 
-@pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_the_graph_is_drawn_and_the_path_finder_highlights_a_path(role_users, asgi_server, browser):
     from tests.conftest import PASSWORD

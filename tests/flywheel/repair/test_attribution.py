@@ -23,10 +23,10 @@ from flywheel.models import (
     Verdict,
     Vote,
 )
-from flywheel.queries.page_identity import layout_of
 from flywheel.repair import ecdm
-from flywheel.repair.attribution import attribute, gem_distances, resolve_rule_flag, trace_of
+from flywheel.repair.attribution import attribute, gem_distances, trace_of
 from flywheel.rules.ecdm import ENV_REPAIR, AttributionFacts, ecdm_dispatch
+from flywheel.screens.page_identity import layout_of
 from tests.flywheel.rules.attribution_screens import (
     AD,
     FAILURE,
@@ -43,7 +43,7 @@ from tests.flywheel.rules.attribution_screens import (
     tap,
 )
 
-pytestmark = [pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 A_FAILED = {"results": [{"check": {"check": "content", "uri": "content://com.sim.shop/search", "contains": "brand=Sony"},
                          "passed": False, "detail": "not found"}]}
 CORRECT = [(HOME, OPEN), (HOME, tap("Headphones", 660)), (RESULTS, tap("Filter", 180, x=996)),
@@ -162,12 +162,12 @@ def test_a_fixed_rule_sends_the_trajectory_back_to_evaluation(monkeypatch, role_
     monkeypatch.setattr(tasks.evaluate_trajectory, "delay", judged.append)
     flag = RuleFlag.objects.get(trajectory=trajectory)
     with django_capture_on_commit_callbacks(execute=True):
-        flag = resolve_rule_flag(flag, role_users["manager"], fixed=True)
+        flag = ecdm.resolve_rule_flag(flag, role_users["manager"], fixed=True)
     assert (flag.status, flag.resolved_by) == ("fixed", role_users["manager"]) and flag.resolved_at
     trajectory.refresh_from_db()
     assert (trajectory.verdict, trajectory.destination, trajectory.judging_since) == ("pending", "", None)
     assert judged == [trajectory.pk]
-    assert resolve_rule_flag(flag, role_users["manager"], fixed=False).status == "fixed"  # resolved once
+    assert ecdm.resolve_rule_flag(flag, role_users["manager"], fixed=False).status == "fixed"  # resolved once
 
 
 def test_a_dismissed_flag_attributes_again_without_the_verifier_check_and_dispatches(monkeypatch, role_users):
@@ -175,7 +175,7 @@ def test_a_dismissed_flag_attributes_again_without_the_verifier_check_and_dispat
     monkeypatch.setattr(tasks.repair_run, "delay", lambda repair_id: None)
     trajectory = correct_but_failed_by_a()
     attribute(trajectory)
-    flag = resolve_rule_flag(RuleFlag.objects.get(trajectory=trajectory), role_users["manager"], fixed=False)
+    flag = ecdm.resolve_rule_flag(RuleFlag.objects.get(trajectory=trajectory), role_users["manager"], fixed=False)
     assert flag.status == "dismissed"
     latest = trajectory.attributions.first()
     assert latest.level == 3 and latest.owner == "ecdm"

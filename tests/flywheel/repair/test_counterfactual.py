@@ -11,7 +11,7 @@ from flywheel.repair.counterfactual import assign_class, counterfactual_repair, 
 from tests.flywheel.openai_stub import StubOpenAI
 from tests.flywheel.queries.test_generation import SHOP, build_world
 
-pytestmark = [pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 CONSTRAINT, MULTI = "constraint_violation", "multi_constraint_filtering"
 
 

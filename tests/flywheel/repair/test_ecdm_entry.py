@@ -11,7 +11,7 @@ from flywheel.evaluation.destinations import route_trajectory
 from flywheel.models import App, Attribution, Query, Repair, Step, Trajectory, Verdict
 from flywheel.repair import ecdm
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 SCREEN = ('<?xml version="1.0" ?><hierarchy rotation="0"><node index="0" text="Bluetooth" '
           'resource-id="com.android.settings:id/bluetooth" class="android.widget.TextView" '

@@ -9,7 +9,7 @@ from flywheel.models import Attribution, Repair, SftEntry, Trajectory
 from tests.flywheel.repair.test_step_correction import collect_slip
 from tests.flywheel.repair.test_step_correction import farm_phones as farm_phones  # the fixture, shared
 
-pytestmark = [pytest.mark.worker, pytest.mark.farm, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 WORKER_ENV = {"ECDM_AUTOMATIC": "1", "ECDM_REPLAY": "1"}
 KNOWN_PATH = {"mode": "tap", "summary": "Settings → Bluetooth", "steps": [

@@ -31,7 +31,7 @@ from tests.flywheel.collection.test_runs import make_query
 
 # The pages, wherever the project includes them: this URLconf puts them at /loops/ on top of the site's.
 
-pytestmark = [pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def pool_query(key, state="active"):

@@ -2,8 +2,8 @@
 import pytest
 
 from flywheel.models import App, FunctionNode, GemPage, ModelVersion, Query, SftEntry, Trajectory
-from flywheel.queries.page_identity import fingerprint
 from flywheel.repair.rqa import align_query
+from flywheel.screens.page_identity import fingerprint
 from tests.flywheel.openai_stub import StubOpenAI
 from tests.flywheel.repair.stored import (
     BLUETOOTH,

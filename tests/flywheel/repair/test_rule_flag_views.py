@@ -1,5 +1,5 @@
 """The rule-flag page: open flags with the failing rule and links to edit the query; Fixed /
-Rule was right call flywheel.repair.attribution.resolve_rule_flag. Managers only."""
+Rule was right call flywheel.repair.ecdm.resolve_rule_flag. Managers only."""
 import pytest
 from django.utils import timezone
 
@@ -31,7 +31,7 @@ def resolver(monkeypatch):
         flag.save()
         return flag
 
-    monkeypatch.setattr("flywheel.repair.attribution.resolve_rule_flag", resolve_rule_flag, raising=False)
+    monkeypatch.setattr("flywheel.repair.ecdm.resolve_rule_flag", resolve_rule_flag, raising=False)
     return calls
 
 
@@ -68,7 +68,7 @@ def test_a_refused_resolution_is_shown_not_raised(client_as, flag, monkeypatch):
     def refuse(flag, user, fixed):
         raise ValueError("the query's verification spec still fails the trajectory")
 
-    monkeypatch.setattr("flywheel.repair.attribution.resolve_rule_flag", refuse, raising=False)
+    monkeypatch.setattr("flywheel.repair.ecdm.resolve_rule_flag", refuse, raising=False)
     client = client_as("manager")
     client.post(f"/ecdm/rule-flags/{flag.pk}/resolve/", {"fixed": "1"})
     page = client.get("/ecdm/rule-flags/").content.decode()

@@ -2,6 +2,7 @@
 from xml.sax.saxutils import quoteattr
 
 from flywheel.rules.attribution_trace import StepFacts, TaskSpec, Trace, VoteFacts
+from flywheel.rules.stops import Stop
 
 SHOP = "com.sim.shop"
 
@@ -87,15 +88,16 @@ def step(index, xml, action=None, cot=None, page=None, anomaly=None, gem=None, p
                      answer=answer)
 
 
-def trajectory(*pairs, spec=SPEC, stop="", votes=(), adjudication="", safety="", anomalies=None, gems=None):
+def trajectory(*pairs, spec=SPEC, stop: Stop | None = None, votes=(), adjudication="", safety="", anomalies=None,
+               gems=None):
     """Steps from (screen, (action, cot)) pairs; a screen alone is a step without an action."""
     steps = []
     for index, pair in enumerate(pairs):
         xml, acted = (pair, (None, None)) if isinstance(pair, str) else pair
         steps.append(step(index, xml, acted[0], acted[1], anomaly=(anomalies or {}).get(index),
                           gem=(gems or {}).get(index), milestones=spec.milestones))
-    return Trace(steps=tuple(steps), spec=spec, stop_reason=stop, votes=tuple(votes), adjudication=adjudication,
-                 safety=safety)
+    return Trace(steps=tuple(steps), spec=spec, stop_kind=stop.kind if stop else "",
+                 stop_reason=stop.detail if stop else "", votes=tuple(votes), adjudication=adjudication, safety=safety)
 
 
 def votes(a, b, c, a_details=None):

@@ -12,6 +12,7 @@ from flywheel.rules.attribution import (
 from flywheel.rules.attribution_environment import screen_interference
 from flywheel.rules.attribution_trace import TaskSpec, Trace, VoteFacts
 from flywheel.rules.ecdm import ENV_REPAIR, RQA, STEP_CORRECTION, AttributionFacts, ecdm_dispatch
+from flywheel.rules.stops import Stop, StopKind
 from tests.flywheel.rules.attribution_screens import (
     AD,
     BACK,
@@ -65,10 +66,10 @@ LOOPING = [(LAUNCHER, OPEN), (HOME, tap("Headphones", 660)), (RESULTS, BACK), (H
 def test_a_network_cut_and_lost_state_tracking_look_alike_and_the_record_decides():
     # "a mid-task interruption caused by a network disconnection and one caused by lost state
     # tracking are nearly indistinguishable in the Action-Observation history"
-    model = cascaded_attribution(trajectory(*LOOPING, stop="maximum steps (6)"))
+    model = cascaded_attribution(trajectory(*LOOPING, stop=Stop(StopKind.MAX_STEPS, "maximum steps (6)")))
     assert (model.level, model.cause, model.finding.first_bad_step) == (3, "state_tracking", 2)
     assert levels(model) == [(1, "clear"), (2, "clear"), (2, "clear"), (3, "found")]
-    env = cascaded_attribution(trajectory(*LOOPING, stop="maximum steps (6)",
+    env = cascaded_attribution(trajectory(*LOOPING, stop=Stop(StopKind.MAX_STEPS, "maximum steps (6)"),
                                           anomalies={2: {"kind": "network_off", "via": "adb"}}))
     assert (env.level, env.cause, env.owner) == (1, "network", "environment")
     assert env.finding.features["network"] == "off" and env.finding.features["step"] == 2
@@ -133,7 +134,7 @@ def test_a_page_that_loads_slowly_for_a_moment_is_not_the_cause():
 
 
 def test_collection_cut_short_and_judges_environment_findings_are_level_one():
-    cut = cascaded_attribution(trajectory((LAUNCHER, OPEN), HOME, stop="lease lost"))
+    cut = cascaded_attribution(trajectory((LAUNCHER, OPEN), HOME, stop=Stop(StopKind.LEASE_LOST, "lease lost")))
     assert (cut.level, cut.cause) == (1, "interrupted")
     judged = cascaded_attribution(trajectory(
         (LAUNCHER, OPEN), (HOME, FAILURE),
@@ -190,7 +191,8 @@ def test_a_question_the_spec_does_not_answer_makes_the_query_ambiguous():
     ask = ({"action": "clarify", "question": "Which Sony headphones?"}, {"Decision": "Ask the user to clarify"})
     spec = TaskSpec(text="Buy the Sony headphones", tier="L3", verification={"milestones": MILESTONES})
     unanswered = cascaded_attribution(trajectory((LAUNCHER, OPEN), (HOME, ask), spec=spec,
-                                                 stop="clarify: no answer from a person"))
+                                                 stop=Stop(StopKind.CLARIFY_UNANSWERED,
+                                                           "clarify: no answer from a person")))
     assert (unanswered.level, unanswered.cause) == (2, "ambiguous_query")
     assert "Which Sony headphones?" in unanswered.finding.detail
     answered = Trace(steps=tuple(s if s.index != 1 else s.__class__(**{**s.__dict__, "answer": "the XM5"})
@@ -303,7 +305,8 @@ def test_repeated_actions_and_a_ran_out_loop_are_state_tracking_errors():
     scroll = ({"action": "swipe", "direction": "up", "start": [540, 1600], "end": [540, 600]}, {"Decision": "Swipe up"})
     conclusion = cascaded_attribution(trajectory((LAUNCHER, OPEN), (HOME, tap("Headphones", 660)),
                                                  (RESULTS, scroll), (RESULTS, scroll), (RESULTS, scroll),
-                                                 (RESULTS, scroll), spec=spec, stop="4 repeated actions"))
+                                                 (RESULTS, scroll), spec=spec,
+                                                 stop=Stop(StopKind.REPEATED_ACTIONS, "4 repeated actions")))
     assert (conclusion.cause, conclusion.finding.first_bad_step, conclusion.capability) == (
         "state_tracking", 2, "looping")
     assert conclusion.finding.wrong_steps >= 2
@@ -372,7 +375,8 @@ def test_a_safety_veto_is_a_constraint_violation_at_the_step_it_names():
 
 def test_a_model_that_answered_nothing_usable_is_corrected_at_that_step():
     conclusion = cascaded_attribution(trajectory((LAUNCHER, OPEN), (HOME, tap("Headphones", 660)), RESULTS,
-                                                 stop="policy error: no <tool_call> in the output"))
+                                                 stop=Stop(StopKind.POLICY_ERROR,
+                                                           "policy error: no <tool_call> in the output")))
     finding = conclusion.finding
     assert (conclusion.cause, finding.first_bad_step, finding.good_prefix, finding.correctable) == (
         "perception_drift", 2, 2, True)

@@ -6,7 +6,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from flywheel.evaluation.llm_judge import JudgeUnavailable, ask_json
+from flywheel.endpoints.chat import JudgeUnavailable, ask_json
 from flywheel.models import ModelVersion
 from flywheel.policies import EndpointPolicy, PolicyError, check_endpoint_health
 from tests.flywheel.openai_stub import StubOpenAI

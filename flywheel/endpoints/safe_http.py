@@ -15,9 +15,7 @@ import urllib3
 from django.conf import settings
 from urllib3.exceptions import HTTPError as TransportError
 
-from flywheel.policies.url_safety import UnsafeEndpointURL, resolve_endpoint
-
-DEFAULT_MAX_REPLY_BYTES = 8 * 1024 * 1024
+from flywheel.endpoints.url_safety import UnsafeEndpointURL, resolve_endpoint
 
 
 class EndpointCallFailed(Exception):
@@ -40,7 +38,7 @@ class JsonReply:
 
 
 def max_reply_bytes() -> int:
-    return int(getattr(settings, "MODEL_ENDPOINT_MAX_REPLY_BYTES", DEFAULT_MAX_REPLY_BYTES))
+    return settings.MODEL_ENDPOINT_MAX_REPLY_BYTES
 
 
 def request_json(method: str, url: str, body: dict | None = None, timeout: float = 60.0,

@@ -6,8 +6,8 @@ import pytest
 from PIL import Image, ImageDraw
 
 from flywheel.models import App
-from flywheel.queries.page_identity import fingerprint, layout_distance, same_page, thresholds_for
 from flywheel.queries.page_io import describe_io, read_page
+from flywheel.screens.page_identity import fingerprint, layout_distance, same_page, thresholds_for
 
 
 def node(cls, rid="", text="", clickable=False, children="", **extra):

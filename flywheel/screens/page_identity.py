@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass, field
 
 import imagehash
 from django.conf import settings
@@ -28,13 +27,29 @@ MAX_DEPTH = 40
 KEYBOARD_PACKAGE_HINTS = ("inputmethod", "keyboard", "ime")
 
 
-@dataclass
 class PageFingerprint:
-    phash: str
-    layout_signature: str
-    layout_shape: list[str] = field(default_factory=list)
-    node_count: int = 0
-    activity: str = ""
+    """What same_page compares of one observation. Made from a screenshot (`png`), the pHash is
+    computed when it is first read and the screenshot let go: same_page reads it only for two
+    layouts that are near but not the same, and a page that is stored reads it then (decoding a
+    full screenshot was a quarter of an exploration's time)."""
+
+    __slots__ = ("_phash", "_png", "layout_signature", "layout_shape", "node_count", "activity")
+
+    def __init__(self, phash: str | None = None, layout_signature: str = "", layout_shape=None,
+                 node_count: int = 0, activity: str = "", png: bytes = b""):
+        self._phash, self._png = phash, png
+        self.layout_signature, self.layout_shape = layout_signature, list(layout_shape or [])
+        self.node_count, self.activity = node_count, activity
+
+    @property
+    def phash(self) -> str:
+        if self._phash is None:
+            self._phash, self._png = screenshot_hash(self._png), b""
+        return self._phash
+
+    def __repr__(self):
+        return (f"PageFingerprint(phash={self.phash!r}, layout_signature={self.layout_signature!r}, "
+                f"node_count={self.node_count}, activity={self.activity!r})")
 
 
 def screenshot_hash(png: bytes) -> str:
@@ -129,8 +144,8 @@ def layout_of(hierarchy_xml: str) -> tuple[str, list[str], int]:
 
 def fingerprint(png: bytes, hierarchy_xml: str, activity: str = "") -> PageFingerprint:
     signature, shape, node_count = layout_of(hierarchy_xml or "")
-    return PageFingerprint(phash=screenshot_hash(png), layout_signature=signature, layout_shape=shape,
-                           node_count=node_count, activity=activity or "")
+    return PageFingerprint(phash=None if png else "", layout_signature=signature, layout_shape=shape,
+                           node_count=node_count, activity=activity or "", png=png or b"")
 
 
 def layout_distance(a_shape, b_shape) -> float:

@@ -50,7 +50,7 @@ class EndpointTarget:
 
 def allowed_networks() -> list:
     """The admin's narrowing (empty: every address that is not always refused)."""
-    configured = getattr(settings, "MODEL_ENDPOINT_ALLOWED_NETWORKS", None) or []
+    configured = settings.MODEL_ENDPOINT_ALLOWED_NETWORKS
     if isinstance(configured, str):
         configured = [item for item in configured.split(",") if item.strip()]
     return [ipaddress.ip_network(item.strip(), strict=False) for item in configured]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flywheel.queries.embedding import DIMENSIONS, embed, get_model
+from flywheel.screens.embedding import DIMENSIONS, embed, get_model
 
 REFERENCE = json.loads((Path(__file__).parent / "minilm_reference.json").read_text())
 
@@ -53,7 +53,7 @@ def test_model_is_loaded_once_across_threads():
 
 
 def test_cached_vectors_are_the_model_s_and_shared_through_redis(monkeypatch):
-    from flywheel.queries import embedding
+    from flywheel.screens import embedding
 
     texts = ["Download the English offline pack", "Turn on dark mode"]
     direct = embedding.embed(texts)
