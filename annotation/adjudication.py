@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from flywheel.access import IN_ADJUDICATION_QUEUE
-from flywheel.evaluation.destinations import route_trajectory
+from flywheel.judging.destinations import route_trajectory
 from flywheel.models import Adjudication, Destination, Trajectory
 from flywheel.rules.htsc import route_adjudication
 

@@ -1,6 +1,6 @@
 """Query review: a person approves, edits or rejects generated queries before collection draws them.
 
-Generated queries wait with status "review" (docs: contracts, flywheel/queries/generation_runs.py).
+Generated queries wait with status "review" (docs: contracts, flywheel/queries/generation/runs.py).
 Approving makes a query "ready" — the only status collection runs draw — and clears the draft flag
 of its verification spec: the person has confirmed it. Every change happens in one transaction and
 records who reviewed and when. A row someone else changed since the page showed it (its

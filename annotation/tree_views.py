@@ -18,8 +18,8 @@ from django.views.decorators.http import require_POST
 from accounts.roles import ANNOTATOR, MANAGER, has_role, role_required
 from flywheel.blobs import read_blob
 from flywheel.models import App, FunctionNode, ModelVersion
-from flywheel.queries import function_tree
 from flywheel.queries.coverage import coverage, coverage_by_app
+from flywheel.queries.function_tree import builder as function_tree
 
 PRUNERS = (ANNOTATOR, MANAGER)
 # action -> (roles allowed, what it needs from the form)
@@ -86,7 +86,7 @@ def build(request, app_id):
 
 def _index_later(app):
     """Gate 3's node embeddings are computed by a worker now, not by the next generation run."""
-    from flywheel.queries.generation_tasks import index_function_tree
+    from flywheel.queries.generation.tasks import index_function_tree
 
     try:
         index_function_tree.delay([app.package])

@@ -16,10 +16,10 @@ from accounts.api import model_serializer, role_viewset
 from accounts.roles import ADJUDICATOR, ADMIN, MANAGER
 from benchmark import versions
 from benchmark.infer import EvaluationRefused, cancel_evaluation, launch_evaluation, resume_evaluation
+from benchmark.input_checks import InputError, infer_settings, name_and_version, shifts_from
 from benchmark.judges import record_expert_verdict
 from benchmark.models import Benchmark, EvalResult, EvalRun, FrozenBenchmark
 from benchmark.rules.quotas import quota_problems
-from benchmark.views_forms import InputError, infer_settings, name_and_version, shifts_from
 from flywheel.models import ModelVersion
 
 REFUSED = OpenApiResponse(description="refused: the message says why")

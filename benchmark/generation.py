@@ -1,6 +1,6 @@
 """Generation against a version's quota (report §4.2.4, "From Quotas to Queries").
 
-The quota becomes structured constraints for flywheel's own generator (flywheel/queries/generation.py:
+The quota becomes structured constraints for flywheel's own generator (flywheel/queries/generation/planner.py:
 function-tree leaves, GEM known paths). Each draft is labelled with its Table 4 values as it is planned
 (dimension_values over tier, subclass, apps, known path, interaction) and validated there: an invalid
 or missing required value drops it, the reason counted. A pool of about size × pool_factor is picked
@@ -8,7 +8,7 @@ with select_against_quota (must-include and scarce cells first, app cap held, on
 written through flywheel's generation run (generate_now: intake gates, Query rows in review) and the
 passed queries join the version held out, evaluation-only, pending review. Realised vs quota is then
 compared and targeted rounds ask only for the short cells. With an endpoint ModelVersion the LLM writes
-the texts, the constraints in its prompt (generation_llm's prompt plus the cell lines).
+the texts, the constraints in its prompt (flywheel/queries/generation/llm.py's prompt plus the cell lines).
 
 Steered offline: explicitness → tiers (explicit L1, implicit L2, underspecified L3); intent_dependency
 → subclasses (dependent_operation, parallel_operation, the others single; both multi-intent ones are
@@ -45,7 +45,8 @@ from benchmark.rules.quotas import (
     within_quota,
 )
 from flywheel.models import App, Edge, GemPage, GenerationRun, ModelVersion, Query
-from flywheel.queries import generation, generation_runs
+from flywheel.queries.generation import planner as generation
+from flywheel.queries.generation import runs as generation_runs
 from flywheel.queries.vocabulary import TIER_SUBCLASSES
 
 TIER_OF = {"explicit": "L1", "implicit": "L2", "underspecified": "L3"}

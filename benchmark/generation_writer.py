@@ -5,8 +5,8 @@ A reply that drops the draft's decision-point control is refused and the offline
 from collections import Counter
 
 from benchmark.rules import metric_system as table4
-from flywheel.queries import generation_runs
-from flywheel.queries.generation_llm import LlmWriter, ReplyRejected, build_prompt
+from flywheel.queries.generation import runs as generation_runs
+from flywheel.queries.generation.llm import LlmWriter, ReplyRejected, build_prompt
 
 HINTS = {("explicitness", "explicit"): "name every step of the path", ("intent_dependency", "single"): "one intent",
          ("explicitness", "implicit"): "name the function, never the path",

@@ -22,10 +22,10 @@ from django.utils import timezone
 from benchmark.models import Benchmark, EvalResult, EvalRun
 from devices.models import Device
 from devices.phone import PhoneUnavailable
+from flywheel.collection.launch import cancel_run, dispatch_run, launch_run
 from flywheel.collection.recollection import recollect
-from flywheel.collection.runs import cancel_run, dispatch_run, launch_run
-from flywheel.evaluation.terminal_checks import read_and_compare
 from flywheel.events import publish
+from flywheel.judging.terminal_checks import read_and_compare
 from flywheel.models import CollectionRun, Line, ModelVersion, Outcome, Trajectory
 from flywheel.policies import check_endpoint_health, unservable_reason
 from flywheel.policies.protocol import system_prompt

@@ -31,12 +31,12 @@ from benchmark.rules.scoring import (
     unanimous_verdict,
 )
 from flywheel.endpoints.chat import JudgeUnavailable
-from flywheel.evaluation.llm_judge import path_vote
-from flywheel.evaluation.pipeline import safety_checklist, trajectory_view
-from flywheel.evaluation.system_b import calibrated_thresholds as b_thresholds
-from flywheel.evaluation.system_b import system_b_vote
-from flywheel.evaluation.system_c import calibrated_thresholds as c_thresholds
-from flywheel.evaluation.system_c import rules_vote
+from flywheel.judging.llm_judge import path_vote
+from flywheel.judging.pipeline import safety_checklist, trajectory_view
+from flywheel.judging.system_b import calibrated_thresholds as b_thresholds
+from flywheel.judging.system_b import system_b_vote
+from flywheel.judging.system_c import calibrated_thresholds as c_thresholds
+from flywheel.judging.system_c import rules_vote
 from flywheel.models import ModelVersion, Outcome, Trajectory
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ from django.db.models import Max
 from django.utils import timezone
 
 from benchmark.models import Benchmark, BenchmarkItem, FrozenBenchmark, Interaction, Split
-from benchmark.rules.evolution import shift_quota, version_diff
 from benchmark.rules.metric_system import dimension_values, validate_labels
 from benchmark.rules.quotas import app_overflow, deficits, drift, missing_must_include, quota_problems
+from benchmark.rules.version_shifts import shift_quota, version_diff
 from flywheel.models import Query
 
 REFUSAL_VALUES = ("unsupported", "beyond-scope", "non-gui")
@@ -79,9 +79,10 @@ def add_queries(benchmark: Benchmark, queries, split: str = Split.OPEN, environm
             if query.pk in present:
                 continue
             position += 1
-            values = labels_for(query)
+            facts = query_facts(query)  # read once: the labels are derived twice from them
+            values = dimension_values(query.labels, expected_interaction="", **facts)
             expected = expected_interaction_of(query, values)
-            values = labels_for(query, expected)
+            values = dimension_values(query.labels, expected_interaction=expected, **facts)
             item = BenchmarkItem(benchmark=benchmark, query=query, position=position, split=split, labels=values,
                                  expected_interaction=expected,
                                  environment=environment(query) if callable(environment) else (environment or

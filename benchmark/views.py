@@ -18,13 +18,9 @@ from django.views.decorators.http import require_POST
 
 from accounts.roles import ADJUDICATOR, MANAGER, role_required
 from benchmark import versions
+from benchmark.charts import quota_groups, realised_groups, value_label
 from benchmark.infer import DEFAULT_INFER, EvaluationRefused, launch_evaluation
-from benchmark.models import Benchmark, BenchmarkItem, EvalRun, FrozenBenchmark, Interaction, Split
-from benchmark.presets import PRESETS
-from benchmark.rules.metric_system import DIMENSIONS, as_table
-from benchmark.rules.quotas import DEFAULT_TOLERANCE, realised_counts
-from benchmark.views_charts import quota_groups, realised_groups, value_label
-from benchmark.views_forms import (
+from benchmark.input_checks import (
     InputError,
     infer_settings,
     name_and_version,
@@ -32,6 +28,10 @@ from benchmark.views_forms import (
     shifts_from,
     split_from,
 )
+from benchmark.models import Benchmark, BenchmarkItem, EvalRun, FrozenBenchmark, Interaction, Split
+from benchmark.presets import PRESETS
+from benchmark.rules.metric_system import DIMENSIONS, as_table
+from benchmark.rules.quotas import DEFAULT_TOLERANCE, realised_counts
 from flywheel.models import ModelVersion, QueryLocked
 from flywheel.policies import default_policy_version
 

@@ -266,7 +266,7 @@ MINICAP_DIR = os.environ.get("MINICAP_DIR", "")  # empty: the copy provisioned o
 MINICAP_QUALITY = int(os.environ.get("MINICAP_QUALITY", "80"))
 # An OpenAI-compatible model version (by name) that judges for HTSC Systems B and C; rules otherwise.
 JUDGE_MODEL_VERSION = os.environ.get("JUDGE_MODEL_VERSION", "")
-# Calibration rounds (flywheel/evaluation/calibration.py): adjudicated trajectories needed before
+# Calibration rounds (flywheel/judging/calibration.py): adjudicated trajectories needed before
 # thresholds move, the most a round reads, and how many become examples in the LLM judge's prompt.
 CALIBRATION_MIN_CASES = int(os.environ.get("CALIBRATION_MIN_CASES", "5"))
 CALIBRATION_MAX_CASES = int(os.environ.get("CALIBRATION_MAX_CASES", "300"))
@@ -298,7 +298,7 @@ COLLECTION_TASK_BUDGET_S = int(os.environ.get("COLLECTION_TASK_BUDGET_S", "1800"
 # A run with open work, no live lease and no dispatch for this long is dispatched again (beat).
 COLLECTION_REDISPATCH_AFTER_S = int(os.environ.get("COLLECTION_REDISPATCH_AFTER_S", "60"))
 # A GEM edge an Env_ERROR broke is left out of path queries this long, then re-checked on a phone
-# (flywheel/queries/gem_feedback.py); each failed re-check doubles the wait, up to a day.
+# (flywheel/queries/gem/feedback.py); each failed re-check doubles the wait, up to a day.
 GEM_EDGE_COOLDOWN_S = int(os.environ.get("GEM_EDGE_COOLDOWN_S", "1800"))
 # Same page or new page during exploration (flywheel/screens/page_identity.py): at most this many
 # differing pHash bits (of 64) and this layout distance (Jaccard, 0..1); App.page_identity overrides.
@@ -309,6 +309,8 @@ EXPLORATION_STALE_AFTER_S = int(os.environ.get("EXPLORATION_STALE_AFTER_S", "120
 # After each action the explorer waits this long before it reads the screen (a real phone's
 # transition); the virtual farm draws an input's result before the command returns.
 EXPLORATION_SETTLE_S = float(os.environ.get("EXPLORATION_SETTLE_S", "0.05"))
+# A type action taps its field, waits this long for the keyboard, then sends the text.
+INPUT_FOCUS_SETTLE_S = float(os.environ.get("INPUT_FOCUS_SETTLE_S", "0.15"))
 
 # The repair side (§2.5): the Teacher (an endpoint model version's name; empty: the offline
 # GEM / known-path Teacher), how sure it must be before its correction is trusted without a
@@ -338,7 +340,7 @@ TRAINING_LAUNCHER = os.environ.get("TRAINING_LAUNCHER", "torchrun")
 TRAINING_NPROC = int(os.environ.get("TRAINING_NPROC", "1"))
 # The weights a run starts from when neither its config nor its base model names any (a local path).
 TRAINING_BASE_MODEL = os.environ.get("TRAINING_BASE_MODEL", "")
-# The evolution loop's rounds (training.evolution): {"run": {...}, "snapshot": {...}} as JSON.
+# The evolution loop's rounds (training.round_trainer): {"run": {...}, "snapshot": {...}} as JSON.
 TRAINING_LOOP_CONFIG = os.environ.get("TRAINING_LOOP_CONFIG", "{}")
 # A pool larger than this is exported by a training worker instead of in the request.
 TRAINING_SNAPSHOT_SYNC_ROWS = int(os.environ.get("TRAINING_SNAPSHOT_SYNC_ROWS", "500"))

@@ -15,6 +15,8 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 
+from django.conf import settings
+
 from devices import leases, touch
 from devices.actions import SCREEN_ACTIONS, SYSTEM_BUTTONS, ActionError, normalize_action
 from devices.audit import AuditDecision, audit_and_record, record_block
@@ -24,7 +26,6 @@ from devices.phone import PhoneUnavailable
 from devices.sensitive_text import secrets_in
 
 TEXT_CHUNK = 200                 # characters per `input text` call
-FOCUS_SETTLE_S = 0.15            # after tapping a field, before typing into it
 PLAIN_TEXT = re.compile(r"^[\x20-\x7e]*$")
 SCREENSHOT_DIR = "/sdcard/Pictures/Screenshots"
 POINTED_ACTIONS = ("click", "double_click", "type", "swipe", "drag", "long_press", "set_scroll_widget")
@@ -170,7 +171,7 @@ class ActionExecutor:
         if action.get("point"):
             x, y = action["point"]
             self._input_checked(action, f"input tap {x} {y}")  # judged: the field at the point, the text
-            time.sleep(FOCUS_SETTLE_S)
+            time.sleep(settings.INPUT_FOCUS_SETTLE_S)  # the keyboard comes up before the text goes in
         # What follows goes into the focused field, judged afresh after each input.
         into_focus = {key: value for key, value in action.items() if key not in ("point", "coords")}
         for index, line in enumerate(action["text"].split("\n")):

@@ -12,8 +12,8 @@ from accounts.api import model_serializer, role_viewset
 from accounts.roles import ADJUDICATOR, ADMIN, ANNOTATOR, MANAGER
 from flywheel import access
 from flywheel import models as m
+from flywheel.collection.launch import cancel_run, launch_run, select_queries, selection_hint
 from flywheel.collection.run_config import clean_launch
-from flywheel.collection.runs import cancel_run, launch_run, select_queries, selection_hint
 from flywheel.policies import unservable_reason
 from flywheel.queries.jsonl import ImportProblem, QueryImportError, export_queries, import_queries
 from flywheel.queries.uploads import ImportTooLarge, check_declared_size, check_text, read_stream, read_upload

@@ -13,7 +13,8 @@ class FlywheelConfig(AppConfig):
         from flywheel import tasks  # noqa: F401  (registers the engine's tasks by name for flywheel.jobs)
         from flywheel.collection import recollection
         from flywheel.events import on_lease_changed
-        from flywheel.queries import coverage, gem_feedback
+        from flywheel.queries import coverage
+        from flywheel.queries.gem import feedback as gem_feedback
         from flywheel.repair import ecdm
         from flywheel.signals import trajectory_routed
 

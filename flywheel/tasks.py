@@ -11,8 +11,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from flywheel import jobs, tallies
-from flywheel.collection import runs
-from flywheel.evaluation import pipeline
+from flywheel.collection import driver, launch, recovery
+from flywheel.judging import pipeline
 from flywheel.models import EvolutionLoop, Trajectory
 from flywheel.pools import ledger_snapshot
 from flywheel.repair import counterfactual, ecdm, loop, step_correction
@@ -55,19 +55,19 @@ COLLECT_SOFT_LIMIT_S = settings.COLLECTION_TASK_BUDGET_S + 15 * 60
              soft_time_limit=COLLECT_SOFT_LIMIT_S, time_limit=COLLECT_SOFT_LIMIT_S + 5 * 60)
 def collect_on_host(run_id, address, phones):
     """Drive up to `phones` phones of one ADB host for a collection run (sent to that host's queue)."""
-    return runs.drive_host(run_id, address, phones)
+    return driver.drive_host(run_id, address, phones)
 
 
 @shared_task(name="flywheel.tasks.recover_interrupted")
 def recover_interrupted():
     """Interrupted work of dead workers: trajectories routed, work items re-queued."""
-    return runs.recover_interrupted()
+    return recovery.recover_interrupted()
 
 
 @shared_task(name="flywheel.tasks.redispatch_runs")
 def redispatch_runs(after_s=None):
     """Runs with open work whose driving task is gone (a broker restart, a dead worker) go out again."""
-    return runs.redispatch_stalled_runs(after=None if after_s is None else timedelta(seconds=after_s))
+    return launch.redispatch_stalled_runs(after=None if after_s is None else timedelta(seconds=after_s))
 
 
 # The repair side (§2.5). repair_* tasks go to the "repair" queue (config/celery.py).
@@ -136,6 +136,6 @@ def snapshot_ledger():
 # The query side's tasks live next to their code; importing them here registers them with the
 # worker under flywheel.tasks.* names (autodiscovery reads each app's tasks module only).
 from flywheel.collection import host_worker  # noqa: E402, F401  (its signals: claim, heartbeat, take over)
-from flywheel.queries.exploration_tasks import *  # noqa: E402, F403
-from flywheel.queries.gem_tasks import *  # noqa: E402, F403
-from flywheel.queries.generation_tasks import *  # noqa: E402, F403
+from flywheel.queries.exploration.tasks import *  # noqa: E402, F403
+from flywheel.queries.gem.tasks import *  # noqa: E402, F403
+from flywheel.queries.generation.tasks import *  # noqa: E402, F403

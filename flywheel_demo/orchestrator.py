@@ -25,7 +25,7 @@ from django.utils import timezone
 from benchmark.imports import import_farm_tasks
 from benchmark.infer import EvaluationRefused, launch_evaluation
 from benchmark.models import Benchmark, EvalRun
-from flywheel.collection.runs import cancel_run, launch_run
+from flywheel.collection.launch import cancel_run, launch_run
 from flywheel.models import CollectionRun, EvolutionLoop, Line, LoopRound, ModelVersion, Outcome, Trajectory
 from flywheel.pools.rl import bank_phase0
 from flywheel.repair.loop import advance_loop, cancel_loop, newer_model, pool_sizes, start_loop

@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.roles import ADMIN, MANAGER, role_required
-from benchmark.views_charts import bar
+from benchmark.charts import bar
 from flywheel_demo.models import DemoRun
 from flywheel_demo.orchestrator import DEFAULTS, cancel_demo, start_demo
 from flywheel_demo.report import reports_directory, stored_reports

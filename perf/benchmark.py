@@ -41,8 +41,8 @@ from benchmark.imports import import_farm_tasks
 from benchmark.infer import launch_evaluation
 from benchmark.judges import rejudge_evaluation
 from benchmark.models import EvalResult, EvalRun
+from devices.hosts import host_queue
 from devices.registry import discover_devices
-from flywheel.collection.runs import host_queue
 from flywheel.policies import default_policy_version
 from simfarm.launch import die_with_parent, running_farm
 

@@ -38,8 +38,9 @@ django.setup()
 from django.conf import settings
 from django.core.management import call_command
 
+from devices.hosts import host_queue
 from devices.registry import discover_devices
-from flywheel.collection.runs import host_queue, launch_run
+from flywheel.collection.launch import launch_run
 from flywheel.models import App, CollectionRun, Query, Step
 from simfarm.launch import die_with_parent, running_farm
 

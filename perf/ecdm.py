@@ -51,7 +51,8 @@ TASKS = ROOT / "simfarm" / "tasks" / "tasks.jsonl"
 
 def collect(address, tiers, phones):
     from devices.registry import discover_devices
-    from flywheel.collection.runs import drive_host, launch_run
+    from flywheel.collection.driver import drive_host
+    from flywheel.collection.launch import launch_run
     from flywheel.models import CollectionRun, Query
 
     settings.ADB_SERVERS = [address]
@@ -70,7 +71,7 @@ def collect(address, tiers, phones):
 
 
 def run_ecdm(run):
-    from flywheel.evaluation.pipeline import evaluate_pending
+    from flywheel.judging.pipeline import evaluate_pending
     from flywheel.models import Outcome, Repair, Trajectory
     from flywheel.repair.counterfactual import derive_recurring
     from flywheel.repair.ecdm import process_failure, run_repair

@@ -65,8 +65,8 @@ django.setup()
 
 from django.core.management import call_command
 
+from devices.hosts import host_queue
 from devices.registry import discover_devices
-from flywheel.collection.runs import host_queue
 from flywheel_demo.models import DemoRun
 from flywheel_demo.orchestrator import advance_demo, clean_demo_config
 from simfarm.launch import die_with_parent, running_farm, stop

@@ -141,7 +141,7 @@ def main():
 
     try:
         call_command("migrate", verbosity=0)
-        from flywheel.queries import gem
+        from flywheel.queries.gem import graph as gem
 
         rng = random.Random(SEED)
         page_ids, edge_count, insert_s = build_gem(rng)

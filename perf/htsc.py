@@ -29,7 +29,7 @@ from django.core.management import call_command
 
 from devices.uitree import all_nodes, parse_hierarchy
 from flywheel.blobs import store_blob
-from flywheel.evaluation.pipeline import evaluate_trajectory
+from flywheel.judging.pipeline import evaluate_trajectory
 from flywheel.models import App, Query, Step, Trajectory
 from simfarm.farm import Farm
 

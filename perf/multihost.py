@@ -223,7 +223,7 @@ def rehearse(args, workdir):
         from django.db.models.functions import Now
 
         from devices.models import Device, Lease, PhoneHost, WorkItem
-        from flywheel.collection.runs import launch_run
+        from flywheel.collection.launch import launch_run
         from flywheel.models import CollectionRun, Query, Trajectory
 
         def migrated():

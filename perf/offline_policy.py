@@ -27,7 +27,7 @@ def single_app_tasks(tiers=("L1", "L2"), path=TASKS):
 def measure(tasks, phone, schema_guided=False, verbose=False, baseline=None):
     """[(key, succeeded, outcome, steps)] for each task, run on `phone` (a PhoneConnection); each
     reset restores `baseline` (the phone's global settings, read before the first task)."""
-    from flywheel.evaluation.system_a import system_a_vote
+    from flywheel.judging.system_a import system_a_vote
     from flywheel.policies import OfflinePolicy
     from flywheel.policies.episode import run_episode
 

@@ -1,6 +1,6 @@
 """Benchmark: the busiest pages on a PostgreSQL at scale (issue #17, part 3).
 
-Seeds, with `manage.py seed_scale`, a PostgreSQL database named by BENCH_SCALE_DATABASE_URL
+Seeds, with perf/seed_scale.py, a PostgreSQL database named by BENCH_SCALE_DATABASE_URL
 (default postgres://postgres@127.0.0.1:5432/flywheel_scale; created and migrated if missing, and
 without --reuse dropped and created again first: it is this benchmark's own database) with
 1,000,000 steps, 100,000 trajectories and 20,000 queries and everything around them. With
@@ -71,7 +71,7 @@ def prepare_database(url, reuse, sizes, env):
     if seeded and reuse:
         print(f"reusing the seeded database {name!r}")
         return
-    subprocess.run([*manage, "seed_scale", "--steps", str(sizes["steps"]), "--trajectories",
+    subprocess.run([PYTHON, str(ROOT / "perf" / "seed_scale.py"), "--steps", str(sizes["steps"]), "--trajectories",
                     str(sizes["trajectories"]), "--queries", str(sizes["queries"])], cwd=ROOT, env=env, check=True)
 
 

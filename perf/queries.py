@@ -36,16 +36,17 @@ django.setup()
 from django.conf import settings
 from django.core.management import call_command
 
+from devices.hosts import host_queue
 from devices.models import Device
 from devices.registry import discover_devices
-from flywheel.collection.runs import host_queue, launch_run
+from flywheel.collection.launch import launch_run
 from flywheel.models import App, CollectionRun, GemPage, Query, Trajectory
 from flywheel.queries.coverage import coverage
-from flywheel.queries.exploration_runs import explore_apps_now
+from flywheel.queries.exploration.runs import explore_apps_now
 from flywheel.queries.external_tags import vbench_agreement
-from flywheel.queries.function_tree import build_tree_from_gem, leaves
+from flywheel.queries.function_tree.builder import build_tree_from_gem, leaves
 from flywheel.queries.gates import index_function_nodes
-from flywheel.queries.generation_runs import generate_now
+from flywheel.queries.generation.runs import generate_now
 from flywheel.screens.embedding import embed
 from simfarm.appspec import load_apps
 from simfarm.launch import die_with_parent, running_farm

@@ -9,7 +9,7 @@
    web process's CPU per relayed frame. The `perf:` line carries the JPEG relay's figures (the
    path every browser gets); the H.264 figures are printed just above it. On the farm, H.264 is
    encoded in software by the same two CPUs, where a real phone has a hardware encoder.
-2. perf/pages_at_scale.py: a PostgreSQL seeded with 1M steps (`manage.py seed_scale`, reused
+2. perf/pages_at_scale.py: a PostgreSQL seeded with 1M steps (perf/seed_scale.py, reused
    when already seeded), every dashboard / ledger / pool / queue / run page requested as its role.
 3. perf/step_writes.py: 1,000 phones' step writes (rows, content-addressed blobs, CPT feeding)
    through the product's write path, from per-host worker processes, against PostgreSQL.

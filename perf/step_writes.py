@@ -9,7 +9,7 @@ bytes, a share of steps (`repeat_share`) seeing the very same frame again; actio
 screen's elements, five-tag CoT, an endpoint-sized model_io, trajectories of 6 to 20 steps.
 
 The deployment: `hosts` worker processes, one per ADB host as the per-host collection queues
-have it, each driving its phones on threads (runs.drive_host: one thread per phone). Each host
+have it, each driving its phones on threads (driver.drive_host: one thread per phone). Each host
 writes through `db_slots` database connections: 1,000 phones holding one each would need 1,000
 PostgreSQL backends (max_connections is 100 here), so a pooler's share per host is modelled.
 

@@ -182,7 +182,7 @@ def main():
         address = f"127.0.0.1:{server.port}"
         if args.explore:
             from devices.registry import discover_devices
-            from flywheel.queries.exploration_runs import explore_apps_now
+            from flywheel.queries.exploration.runs import explore_apps_now
 
             settings.ADB_SERVERS = [address]
             discover_devices([address])

@@ -1,4 +1,5 @@
 """Shared fixtures: role users, and real worker / web processes on the test database."""
+import contextlib
 import os
 import shutil
 import socket
@@ -90,9 +91,29 @@ def network_namespaces(own_processes):
 
 
 @pytest.fixture
-def torch():
-    """The torch module, for tests that train (the slow tier); skipped without the training extras."""
-    return pytest.importorskip("torch")
+def torch(monkeypatch):
+    """The torch module, for tests that train (the slow tier); skipped without the training extras.
+
+    Torch runs on one thread, in this process and in those the test starts (OMP_NUM_THREADS): the
+    tiny model's ops gain nothing from a second, and with the cores taken (the other xdist worker,
+    the farm) OpenMP's threads wait for each other: a training step took 5-8× longer on two."""
+    module = pytest.importorskip("torch")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    with torch_on_one_thread():
+        yield module
+
+
+@contextlib.contextmanager
+def torch_on_one_thread():
+    """The `torch` fixture's one thread, for a module-scoped fixture that trains (set up before it)."""
+    import torch as module
+
+    threads = module.get_num_threads()
+    module.set_num_threads(1)
+    try:
+        yield
+    finally:
+        module.set_num_threads(threads)
 
 
 @pytest.fixture
@@ -164,7 +185,7 @@ def process_env(**extra):
 
 def start_celery_worker(log_path, extra_env):
     """A real Celery worker process (not eager mode) on every queue, against the test database."""
-    from flywheel.collection.runs import host_queue
+    from devices.hosts import host_queue
 
     hosts = [host_queue(a) for a in os.environ.get("ADB_SERVERS", "").split(",") if a.strip()]
     queues = ",".join(["default", "collection", "evaluation", "repair", "training", "benchmark", *hosts])

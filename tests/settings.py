@@ -16,3 +16,7 @@ if worker and not os.environ["FLYWHEEL_KEY_PREFIX"].endswith(f"-{worker}:"):
     os.environ["MEDIA_ROOT"] += f"-{worker}"
 
 from config.settings import *  # noqa: E402, F403
+
+# Users are made with a password in many tests (tests/conftest.py, role_users: five per test): the
+# fast hasher, not PBKDF2's deliberate slowness (about 0.4 s a user on two busy CPUs).
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

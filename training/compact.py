@@ -146,10 +146,10 @@ def training_report(model: ModelVersion) -> dict:
 
 def loop_trainer(loop_round) -> dict:
     """EVOLUTION_TRAINER for loops over a compact model: M(t+1) trained now on a new snapshot of the
-    pools; other models go to the SFT trainer (training.evolution.train_round)."""
+    pools; other models go to the SFT trainer (training.round_trainer.train_round)."""
     model = loop_round.model_version
     if model is None or model.kind != ModelVersion.Kind.COMPACT:
-        from training.evolution import train_round
+        from training.round_trainer import train_round
 
         return train_round(loop_round)
     name = f"{model.name}+loop{loop_round.loop_id}r{loop_round.number}"[:200]

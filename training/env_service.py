@@ -10,7 +10,7 @@ the step budget, the repeat limit, two blocked actions in a row), and the trajec
 judged by HTSC and routed like every other rollout. `close` ends an episode the client gives up on.
 
 The lease's holder is `collection:trajectory:<id>`, the name the automatic lines use, so the
-existing recovery (flywheel.collection.runs.recover_interrupted) leaves a live session alone and
+existing recovery (flywheel.collection.recovery.recover_interrupted) leaves a live session alone and
 interrupts and routes the trajectory of a client that vanished once its lease has expired. Who
 opened the session is kept on that lease (its `user`, and `[token]` / `[user:<id>]` in its
 purpose): the trajectory has no owner field for a program, and `annotator` would put the session
@@ -36,8 +36,8 @@ from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.reset import ResetError, reset_phone
 from flywheel.collection import recorder
 from flywheel.collection.engine import CollectionConfig, finish_trajectory
+from flywheel.collection.launch import NOT_COLLECTABLE
 from flywheel.collection.precheck import flag_if_already_done
-from flywheel.collection.runs import NOT_COLLECTABLE
 from flywheel.models import Line, ModelVersion, Outcome, Query, Step, Trajectory
 from flywheel.policies import protocol
 from flywheel.policies.endpoint import state_messages

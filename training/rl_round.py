@@ -11,8 +11,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from flywheel.collection.runs import cancel_run as cancel_collection
-from flywheel.collection.runs import launch_run
+from flywheel.collection.launch import cancel_run as cancel_collection
+from flywheel.collection.launch import launch_run
 from flywheel.models import CollectionRun, Line, RlQueryEntry, RlRollout, Trajectory
 from training.models import TrainingRun
 from training.rules.curriculum import sample_queries, sampling_weights, smoothed_success_rate

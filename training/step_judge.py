@@ -1,7 +1,7 @@
 """Rewards of one finished RL rollout (report §3.3.2 eqs. 3–4, judged as §5.3.5 asks).
 
 The atomic, frame-bound conditions are the query's verification milestones (System B's rules,
-flywheel/evaluation/system_b.py): N_nec = the number of milestones, N_done = those reached in
+flywheel/judging/system_b.py): N_nec = the number of milestones, N_done = those reached in
 order (each after the previous one reached), each bound to the frame where it first held; the
 step whose action produced that frame made it hold. A query without milestones has them derived by
 the LLM judge when one is configured (as System B does); with no judge either, the HTSC verdict is
@@ -12,7 +12,7 @@ N_nec, e.g. a calibrated shortcut past an intermediate page), a False one did no
 1, e.g. every milestone seen but the terminal check failed or the safety audit vetoed it).
 
 Step rewards (eq. 4) come from several judge passes (default 5) and their majority. With an LLM
-judge (flywheel/evaluation/llm_judge.py judge_model_version()) each pass asks it to rate every step,
+judge (flywheel/judging/llm_judge.py judge_model_version()) each pass asks it to rate every step,
 sampled with the judge's temperature and a per-pass seed; the frame-bound facts override its
 ratings (training/rules/rewards.py step_reward). Without a judge every pass is the deterministic
 rule, so the passes agree; they still go through the same majority. Reads only: nothing is written.
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from devices.uitree import all_nodes, parse_hierarchy
 from flywheel.endpoints.chat import JudgeUnavailable
 from flywheel.endpoints.safe_http import EndpointCallFailed, request_json
-from flywheel.evaluation.llm_judge import derive_milestones, history_text, judge_model_version
-from flywheel.evaluation.pipeline import trajectory_view
-from flywheel.evaluation.system_b import milestone_progress
+from flywheel.judging.llm_judge import derive_milestones, history_text, judge_model_version
+from flywheel.judging.pipeline import trajectory_view
+from flywheel.judging.system_b import milestone_progress
 from flywheel.policies.protocol import AGENT_STOPS
 from flywheel.rules.repetition import same_action
 from training.rules.rewards import (

@@ -20,9 +20,9 @@ from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.reset import ResetError, reset_phone
 from flywheel.collection import recorder
 from flywheel.collection.precheck import flag_if_already_done
-from flywheel.collection.schema import SchemaGuidedPolicy
+from flywheel.collection.schema_guided import SchemaGuidedPolicy
 from flywheel.collection.takeover import takeover_for
-from flywheel.evaluation.pipeline import evaluate_trajectory
+from flywheel.judging.pipeline import evaluate_trajectory
 from flywheel.models import Line, Step, Trajectory
 from flywheel.policies import PolicyError
 from flywheel.rules.repetition import repetition_mask, same_action

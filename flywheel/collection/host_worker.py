@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from devices import hosts, registry
-from flywheel.collection.runs import reclaim_host_work
+from flywheel.collection.recovery import reclaim_host_work
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # prctl(2)

@@ -8,7 +8,7 @@ it to a person (adjudication), never to the SFT pool.
 import logging
 
 from devices.phone import PhoneUnavailable
-from flywheel.evaluation.terminal_checks import read_and_compare
+from flywheel.judging.terminal_checks import read_and_compare
 from flywheel.models import Trajectory
 
 log = logging.getLogger(__name__)

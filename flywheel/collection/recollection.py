@@ -14,7 +14,7 @@ from django.db.models import F
 
 from devices import scheduling
 from devices.models import WorkItem
-from flywheel.collection.runs import RUN_LINES, dispatch_run
+from flywheel.collection.launch import RUN_LINES, dispatch_run
 from flywheel.models import CollectionRun, Destination, Trajectory
 from flywheel.policies import default_policy_version
 from flywheel.rules.htsc import route_outcome

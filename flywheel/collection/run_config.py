@@ -8,7 +8,7 @@ import math
 from django.core.exceptions import ValidationError
 
 from devices.anomaly_injection import KINDS as ANOMALY_KINDS
-from flywheel.collection.runs import LINES
+from flywheel.collection.launch import LINES
 from flywheel.models import Source, Tier
 from flywheel.rules.takeover import DEFAULT_AFTER, DEFAULT_STEPS, DEFAULT_THRESHOLD
 
@@ -64,7 +64,7 @@ def clean_run_config(raw) -> dict:
 
 
 def clean_query_filter(raw) -> dict:
-    """Which queries a run takes (see runs.select_queries); unknown or malformed keys are refused."""
+    """Which queries a run takes (see launch.select_queries); unknown or malformed keys are refused."""
     if not isinstance(raw, dict):
         raise ValidationError("query_filter must be an object")
     unknown = set(raw) - {*FILTER_LISTS, "source", "pool", "single_app", "limit"}

@@ -9,9 +9,9 @@ from django.views.decorators.http import require_POST
 from accounts.roles import MANAGER, role_required
 from devices.anomaly_injection import KINDS as ANOMALY_KINDS
 from devices.models import Device
+from flywheel.collection.launch import LINES, cancel_run, launch_run, refresh_progress, selection_hint
 from flywheel.collection.recorder import record_answer
 from flywheel.collection.run_config import CONFIG_FIELDS, clean_launch
-from flywheel.collection.runs import LINES, cancel_run, launch_run, refresh_progress, selection_hint
 from flywheel.models import App, CollectionRun, Line, ModelVersion, Step
 from flywheel.policies import unservable_reason
 from flywheel.polling import render_live

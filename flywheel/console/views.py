@@ -17,7 +17,7 @@ from flywheel.console.dashboard import dashboard_counts
 from flywheel.console.metrics import render_metrics
 from flywheel.console.system_health import public_summary, system_health
 from flywheel.console.workers import ANSWER_WITHIN_S, phone_hosts, worker_queues
-from flywheel.evaluation.calibration import consensus_rate_by_day, system_agreement
+from flywheel.judging.calibration import consensus_rate_by_day, system_agreement
 from flywheel.tasks import ping
 
 ROLE_HOMES = [(ADMIN, "admin-home"), (MANAGER, "dashboard"), (ADJUDICATOR, "adjudication-queue"),

@@ -12,7 +12,7 @@ import logging
 from flywheel.models import Edge, GemPage
 from flywheel.policies.offline import GOAL_FILLER
 from flywheel.policies.teacher_path import Candidate, _resolve, visible_nodes
-from flywheel.queries import gem
+from flywheel.queries.gem import graph as gem
 from flywheel.screens.labels import label_node, label_of, stems
 from flywheel.screens.page_identity import fingerprint, match_page, thresholds_for
 

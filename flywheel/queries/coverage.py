@@ -14,7 +14,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from flywheel.models import App, FunctionNode, Outcome, QueryFunction, Trajectory
-from flywheel.queries.function_tree_edit import leaves
+from flywheel.queries.function_tree.edit import leaves
 
 log = logging.getLogger(__name__)
 SUCCESSFUL = Q(verdict=Outcome.TRUE)

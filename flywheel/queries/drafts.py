@@ -1,6 +1,6 @@
 """A generated query before it is written: what generation produces and the intake gates judge.
 
-Generation (flywheel/queries/generation.py) makes drafts; the gates (gates.py) judge, polish and
+Generation (flywheel/queries/generation/planner.py) makes drafts; the gates (gates.py) judge, polish and
 back-tag them; only then is a Query row written, so a rejected draft is stored with its gate and
 reason and nothing half-made reaches collection.
 """

@@ -19,8 +19,8 @@ from django.utils import timezone
 
 from flywheel.endpoints.chat import JudgeUnavailable, ask_json
 from flywheel.models import App, Edge, FunctionNode, ModelVersion
-from flywheel.queries import gem
 from flywheel.queries.drafts import QueryDraft
+from flywheel.queries.gem import graph as gem
 from flywheel.queries.vocabulary import PERSONAS
 from flywheel.rules.intake_gates import QUOTED, complexity_label, polish, realism
 from flywheel.screens.embedding import embed, embed_cached

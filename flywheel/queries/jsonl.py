@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from flywheel.models import App, FunctionNode, Query, QueryApp, QueryFunction
-from flywheel.queries.schema import record_problems
+from flywheel.queries.query_format import record_problems
 from flywheel.queries.vocabulary import vocabulary_errors
 
 

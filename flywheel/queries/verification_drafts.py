@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from flywheel.queries.schema import record_problems
+from flywheel.queries.query_format import record_problems
 
 ACTIVITY = re.compile(r"^[A-Za-z0-9_.$]{1,200}$")
 PACKAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")

@@ -20,9 +20,9 @@ from django.db import transaction
 
 from devices.uitree import page_text, parse_hierarchy
 from flywheel.blobs import read_blob
-from flywheel.evaluation.destinations import route_trajectory
+from flywheel.judging.destinations import route_trajectory
 from flywheel.models import Attribution, Edge, GemPage, Outcome, Query, RuleFlag, Trajectory
-from flywheel.queries import gem
+from flywheel.queries.gem import graph as gem
 from flywheel.rules.attribution import VERIFIER_DEFECT, Conclusion, cascaded_attribution
 from flywheel.rules.attribution_trace import StepFacts, TaskSpec, Trace, VoteFacts
 from flywheel.screens.page_identity import fingerprint, layout_of, match_page, thresholds_for

@@ -15,7 +15,8 @@ import re
 
 from devices.uitree import all_nodes, parse_hierarchy
 from flywheel.queries.drafts import QueryDraft
-from flywheel.queries.generation import (
+from flywheel.queries.generation.grammar import apply_persona
+from flywheel.queries.generation.planner import (
     CHROME,
     FILTER_CLASS,
     NUMBER,
@@ -23,7 +24,6 @@ from flywheel.queries.generation import (
     LeafContext,
     known_path,
 )
-from flywheel.queries.generation_grammar import apply_persona
 from flywheel.queries.verification_drafts import draft_verification
 from flywheel.queries.vocabulary import CAPABILITIES, PERSONAS, SUBCLASS_TIER
 from flywheel.rules.ecdm import CONSTRAINT_VIOLATION, PERCEPTION_DRIFT, STATE_TRACKING

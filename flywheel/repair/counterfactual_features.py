@@ -15,7 +15,7 @@ from django.utils import timezone
 from flywheel.blobs import read_blob
 from flywheel.models import App, Attribution, FunctionNode, GemPage
 from flywheel.policies.protocol import describe_action
-from flywheel.queries.generation import load_contexts
+from flywheel.queries.generation.planner import load_contexts
 from flywheel.queries.vocabulary import CAPABILITIES
 from flywheel.repair.counterfactual_drafts import missing_intuition, screen_context, screen_texts
 from flywheel.screens.embedding import embed_cached

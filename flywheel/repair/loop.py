@@ -31,8 +31,8 @@ from django.db.models import Count
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from flywheel.collection.launch import cancel_run, launch_run, select_queries
 from flywheel.collection.run_config import clean_run_config
-from flywheel.collection.runs import cancel_run, launch_run, select_queries
 from flywheel.events import publish
 from flywheel.models import (
     CollectionRun,

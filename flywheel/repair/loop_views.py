@@ -6,7 +6,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.roles import MANAGER, role_required
 from devices.models import Device
-from flywheel.collection.runs import select_queries
+from flywheel.collection.launch import select_queries
 from flywheel.models import EvolutionLoop, ModelVersion
 from flywheel.polling import render_live
 from flywheel.repair.loop import (

@@ -3,7 +3,7 @@
 The trajectory deviated at step t (repair.step_index). Its actions a_1..a_{t−1} are the golden
 prefix; the screen of step t is the state they reached. The query Q is rewritten into Q′ that this
 terminal state fulfils: offline, from the function node of the reached page (GEM page match →
-FunctionNode) and the tier templates of flywheel/queries/generation_grammar.py, narrated from the
+FunctionNode) and the tier templates of flywheel/queries/generation/grammar.py, narrated from the
 prefix itself; through the Teacher LLM when TEACHER_MODEL_VERSION names an endpoint (the offline
 text stays when it fails). Q′ becomes a query of source `rqa`, and (Q′, prefix + "terminate:
 success" on the reached screen) enters the SFT pool as `ecdm_repaired`.
@@ -21,9 +21,9 @@ from devices.uitree import all_nodes, node_at, parse_hierarchy
 from flywheel.endpoints.safe_http import EndpointCallFailed, request_json
 from flywheel.models import App, FunctionNode, GemPage, ModelVersion, Query, Repair, Step
 from flywheel.policies.protocol import describe_action
-from flywheel.queries.generation import LeafContext
-from flywheel.queries.generation_grammar import compose
-from flywheel.queries.generation_llm import ReplyRejected, parse_reply
+from flywheel.queries.generation.grammar import compose
+from flywheel.queries.generation.llm import ReplyRejected, parse_reply
+from flywheel.queries.generation.planner import LeafContext
 from flywheel.queries.verification_drafts import draft_verification, verification_problems
 from flywheel.queries.vocabulary import PERSONAS
 from flywheel.repair.samples import kept_steps, make_sample
@@ -130,7 +130,7 @@ def teacher_version() -> ModelVersion | None:
 
 
 def llm_rewrite(version: ModelVersion, query: Query, prefix: list[Step], terminal: Step, offline: str) -> str:
-    """Q′ from the Teacher LLM; raises ReplyRejected (flywheel/queries/generation_llm.py) when unusable."""
+    """Q′ from the Teacher LLM; raises ReplyRejected (flywheel/queries/generation/llm.py) when unusable."""
     done = [describe_action(step.executed_action or {}) for step in prefix]
     screen = [n.text for n in all_nodes(parse_hierarchy(stored_hierarchy(terminal))) if n.text.strip()][:40]
     system = ("You rewrite a phone task so that it asks for exactly what was already done, no more "

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.roles import MANAGER, role_required
 from flywheel.models import Query, RuleFlag
-from flywheel.queries.schema import verification_problems
+from flywheel.queries.query_format import verification_problems
 from flywheel.repair import ecdm
 
 REVIEWABLE = (Query.Status.REVIEW, Query.Status.READY, Query.Status.REJECTED)  # statuses query review lists

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from flywheel.evaluation.destinations import route_trajectory
+from flywheel.judging.destinations import route_trajectory
 from flywheel.models import Line, Outcome, Repair, SftEntry, Step, Trajectory
 from flywheel.policies.protocol import TAGS
 from flywheel.rules.stops import StopKind

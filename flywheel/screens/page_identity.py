@@ -47,6 +47,11 @@ class PageFingerprint:
             self._phash, self._png = screenshot_hash(self._png), b""
         return self._phash
 
+    def without_screenshot(self) -> PageFingerprint:
+        """A copy that keeps no screenshot: its pHash if that was computed, else none ('')."""
+        return PageFingerprint(phash=self._phash or "", layout_signature=self.layout_signature,
+                               layout_shape=self.layout_shape, node_count=self.node_count, activity=self.activity)
+
     def __repr__(self):
         return (f"PageFingerprint(phash={self.phash!r}, layout_signature={self.layout_signature!r}, "
                 f"node_count={self.node_count}, activity={self.activity!r})")

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from annotation import adjudication
 from flywheel.blobs import store_blob
-from flywheel.evaluation.calibration import consensus_rate_by_day, system_agreement
+from flywheel.judging.calibration import consensus_rate_by_day, system_agreement
 from flywheel.models import Query, SftEntry, Step, Trajectory, Verdict, Vote
 from tests.conftest import PASSWORD
 

@@ -6,7 +6,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation import review
-from flywheel.collection.runs import select_queries
+from flywheel.collection.launch import select_queries
 from flywheel.models import App, FunctionNode, GenerationRun, Query
 from tests.conftest import PASSWORD
 

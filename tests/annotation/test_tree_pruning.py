@@ -4,7 +4,7 @@ from django.urls import reverse
 
 from flywheel.blobs import store_blob
 from flywheel.models import App, FunctionNode
-from flywheel.queries import function_tree as ft
+from flywheel.queries.function_tree import builder as ft
 from tests.flywheel.queries.test_function_tree import make_gem
 
 pytestmark = pytest.mark.django_db

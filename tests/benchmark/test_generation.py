@@ -22,12 +22,12 @@ from benchmark.rules.quotas import deficits
 from benchmark.tasks import generate
 from flywheel.models import App, Edge, FunctionNode, GemPage, GenerationRun, ModelVersion, Query
 from flywheel.queries.gates import JUDGE_PROMPT
-from flywheel.queries.generation_llm import SYSTEM as WRITER_PROMPT
-from flywheel.queries.generation_runs import execute_run
+from flywheel.queries.generation.llm import SYSTEM as WRITER_PROMPT
+from flywheel.queries.generation.runs import execute_run
 from flywheel.queries.verification_drafts import verification_problems
 from tests.flywheel.openai_stub import StubOpenAI
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(reset_sequences=True)  # seeds follow the primary keys: the same in any order
 LAUNCHER = "com.example.launcher"
 # package, label, category, pages 1..11 in path order, {depth: decision control}, gesture edge
 APPS = [
@@ -123,7 +123,7 @@ def build_world():
 
 @pytest.fixture
 def world():
-    from flywheel.queries import gem
+    from flywheel.queries.gem import graph as gem
 
     gem.invalidate()
     yield build_world()

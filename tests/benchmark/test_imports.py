@@ -18,7 +18,7 @@ from benchmark.imports import (
 )
 from benchmark.models import Benchmark, BenchmarkItem, FrozenBenchmark
 from devices.models import Device
-from flywheel.collection.runs import launch_run, select_queries
+from flywheel.collection.launch import launch_run, select_queries
 from flywheel.models import App, Query
 
 ROOT = Path(__file__).resolve().parents[2]

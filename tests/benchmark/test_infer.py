@@ -7,7 +7,8 @@ from benchmark.judges import record_expert_verdict, rejudge_evaluation
 from benchmark.models import BenchmarkItem, EvalResult, EvalRun, FrozenBenchmark
 from devices.models import Device
 from devices.registry import discover_devices
-from flywheel.collection.runs import drive_host, launch_run, select_queries
+from flywheel.collection.driver import drive_host
+from flywheel.collection.launch import launch_run, select_queries
 from flywheel.models import CollectionRun, ModelVersion, Query, QueryLocked, SftEntry, Trajectory
 from flywheel.policies import default_policy_version
 from tests.benchmark.conftest import make_benchmark_query
@@ -247,7 +248,7 @@ def test_a_phone_lost_mid_task_is_re_collected_on_another_phone_not_scored_as_a_
 
     from django.db import connection
 
-    import flywheel.collection.runs as runs
+    import flywheel.collection.driver as driver
     from flywheel.policies import policy_for
     from tests.flywheel.collection.test_worker import farm_control, wait_for
 
@@ -260,7 +261,7 @@ def test_a_phone_lost_mid_task_is_re_collected_on_another_phone_not_scored_as_a_
             time.sleep(1.0)
             return self.inner.propose(state)
 
-    monkeypatch.setattr(runs, "policy_for", lambda version, **options: Slow(policy_for(version, **options)))
+    monkeypatch.setattr(driver, "policy_for", lambda version, **options: Slow(policy_for(version, **options)))
     benchmark = frozen_version([make_benchmark_query("lost")], role_users["manager"])
     evaluation = launch_evaluation(benchmark, default_policy_version(), split="held_out",
                                    config={"max_steps": 8, "phones": 1}, dispatch=False)
@@ -313,7 +314,7 @@ def test_a_rollout_left_by_a_dead_worker_is_recovered_and_the_run_resumes(phones
     from django.utils import timezone
 
     from devices import scheduling
-    from flywheel.collection.runs import recover_interrupted
+    from flywheel.collection.recovery import recover_interrupted
 
     benchmark = frozen_version([make_benchmark_query("dead-worker")], role_users["manager"])
     evaluation = launch_evaluation(benchmark, default_policy_version(), split="held_out",

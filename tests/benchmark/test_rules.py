@@ -2,7 +2,6 @@
 import pytest
 
 from benchmark.presets import BASIC, PRESETS, VBENCH
-from benchmark.rules.evolution import attribute_scores, shift_quota, version_diff
 from benchmark.rules.metric_system import (
     BY_KEY,
     CATEGORIES,
@@ -22,6 +21,7 @@ from benchmark.rules.quotas import (
     within_quota,
 )
 from benchmark.rules.scoring import breakdown, interaction_outcome, partial_credit, success_rate, unanimous_verdict
+from benchmark.rules.version_shifts import attribute_scores, shift_quota, version_diff
 
 
 def test_table_4_has_three_axes_ten_dimensions_and_twelve_categories():

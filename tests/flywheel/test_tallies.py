@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from flywheel import tallies
 from flywheel.console.dashboard import verification_metrics
-from flywheel.evaluation.calibration import consensus_rate_by_day
+from flywheel.judging.calibration import consensus_rate_by_day
 from flywheel.models import CptEntry, ModelVersion, Query, SftEntry, Step, Tally, Trajectory, Verdict
 
 pytestmark = pytest.mark.django_db

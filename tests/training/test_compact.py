@@ -1,5 +1,6 @@
 """The compact policy (issue #16): candidates and features, the export it trains from, the torch
 trainer in its subprocess, and the trained head acting through the policy interface and protocol."""
+import contextlib
 import io
 import json
 from pathlib import Path
@@ -178,7 +179,29 @@ def test_a_model_without_files_or_an_empty_pool_says_why(pool, settings):
     assert not ModelVersion.objects.filter(name="compact-nothing").exists()
 
 
-def test_the_loop_trainer_trains_m_t_plus_1_from_a_compact_m_t(pool, django_user_model, torch):
+@pytest.fixture
+def trainer_in_this_process(monkeypatch, torch):
+    """train_compact's trainer command (the same argv, the same printed summary) run by this process
+    rather than a new interpreter, which spends seconds importing torch: for tests about what calls
+    the trainer. test_train_then_act_through_the_policy_interface runs it as the subprocess it is."""
+    import subprocess
+
+    from training.trainer import compact as trainer
+
+    started = subprocess.run
+
+    def run(command, **options):
+        if list(command[1:3]) != ["-m", "training.trainer.compact"]:
+            return started(command, **options)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            trainer.main(list(command[3:]))
+        return subprocess.CompletedProcess(command, 0, printed.getvalue(), "")
+
+    monkeypatch.setattr("training.compact.subprocess.run", run)
+
+
+def test_the_loop_trainer_trains_m_t_plus_1_from_a_compact_m_t(pool, django_user_model, trainer_in_this_process):
     from flywheel.models import EvolutionLoop, LoopRound
 
     m0 = train_compact("compact-loop-m0", epochs=0)

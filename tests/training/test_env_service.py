@@ -14,7 +14,7 @@ from devices.models import AuditEvent, Device, Lease
 from devices.phone import PhoneConnection
 from devices.registry import discover_devices
 from devices.uitree import all_nodes, parse_hierarchy
-from flywheel.collection.runs import recover_interrupted
+from flywheel.collection.recovery import recover_interrupted
 from flywheel.models import App, CptEntry, Query, Step, Trajectory
 from flywheel.policies import OfflinePolicy, PolicyState
 from flywheel.policies.protocol import HistoryEntry, format_output, system_prompt

@@ -6,8 +6,8 @@ import pytest
 
 from flywheel.models import EvolutionLoop, LoopRound, ModelVersion
 from tests.training.test_exports import make_trajectory, sft
-from training.evolution import train_round
 from training.models import TrainingRun
+from training.round_trainer import train_round
 
 pytestmark = pytest.mark.django_db
 

@@ -19,6 +19,7 @@ from flywheel.policies.protocol import describe_action, format_output
 from tests.conftest import BIN, ROOT, process_env, stop
 from tests.flywheel.collection.test_worker import wait_for
 from tests.flywheel.openai_stub import StubOpenAI
+from tests.training.test_commands import SMALL_TINY
 from tests.training.test_exports import make_trajectory, sft
 from training.models import TrainingRun
 from training.runs import cancel_run, create_run, resume_stalled_runs
@@ -26,8 +27,8 @@ from training.snapshots import create_snapshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("torch")]
 TRAINING_DIR = tempfile.mkdtemp(prefix="training-e2e-")
-WORKER_ENV = {"TRAINING_ROOT": TRAINING_DIR}
-TINY = {"model": {"tiny": {}}, "batch_size": 2, "micro_batch_size": 1, "learning_rate": 2e-3,
+WORKER_ENV = {"TRAINING_ROOT": TRAINING_DIR, "OMP_NUM_THREADS": "1"}   # torch's one thread (tests/conftest.py)
+TINY = {"model": {"tiny": SMALL_TINY}, "batch_size": 2, "micro_batch_size": 1, "learning_rate": 2e-3,
         "min_learning_rate": 2e-4, "warmup_ratio": 0.0, "max_seq_len": 4096}
 
 
@@ -95,9 +96,11 @@ def start_worker(log_path):
 
 def test_a_worker_killed_mid_epoch_resumes_from_the_last_checkpoint(celery_worker_process, tmp_path):
     snapshot = sft_snapshot(trajectories=4)
-    run = create_run("sft", {**TINY, "max_steps": 10, "save_every": 2}, snapshot=snapshot)
-    wait_for(lambda: "checkpoint-" in TrainingRun.objects.get(pk=run.pk).checkpoint, timeout=240,
-             what="a first checkpoint")
+    run = create_run("sft", {**TINY, "max_steps": 20, "save_every": 2}, snapshot=snapshot)
+    first, deadline = Path(run.directory) / "checkpoint-2", time.monotonic() + 240
+    while not first.is_dir() and time.monotonic() < deadline:   # on disk: the kill lands a step or two later
+        time.sleep(0.05)
+    assert first.is_dir(), "no first checkpoint"
     os.kill(celery_worker_process.pid, signal.SIGKILL)  # as an out-of-memory kill would
     celery_worker_process.wait(timeout=10)
     run.refresh_from_db()
@@ -111,10 +114,10 @@ def test_a_worker_killed_mid_epoch_resumes_from_the_last_checkpoint(celery_worke
     finally:
         stop(worker)
     assert run.status == "done", run.error + (tmp_path / "resumer.log").read_text()[-3000:]
-    assert run.attempts == 2 and run.progress["step"] == 10
+    assert run.attempts == 2 and run.progress["step"] == 20
     steps = [point["step"] for point in run.metrics]
-    assert steps == sorted(set(steps)) and steps[-1] == 10  # no step twice, none lost
-    assert stopped_at < 10
+    assert steps == sorted(set(steps)) and steps[-1] == 20  # no step twice, none lost
+    assert stopped_at < 20
 
 
 # -- agentic RL on the virtual farm -------------------------------------------------------------------
@@ -146,7 +149,7 @@ def test_one_rl_update_on_rollouts_from_the_virtual_farm(farm_settings, celery_w
         policy = ModelVersion.objects.create(name="policy-7b", kind="endpoint", endpoint_url=stub.url,
                                              served_model_name="policy-7b")
         run = create_run("rl", {**TINY, "group_size": 2, "queries_per_iteration": 1, "max_rollout_steps": 4,
-                                "reference": {"tiny": {}}, "judge_passes": 3, "batch_size": 8},
+                                "reference": {"tiny": SMALL_TINY}, "judge_passes": 3, "batch_size": 8},
                          base_model=policy)
         run = wait_for(lambda: settled(run.pk), timeout=300, what="the RL run to finish")
         prompts = [request["messages"] for request in stub.requests]

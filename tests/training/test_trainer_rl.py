@@ -40,7 +40,7 @@ def make_rollouts(directory: Path) -> Path:
         for group, trajectory, steps, advantages in TRAJECTORIES:
             size = sum(1 for entry in TRAJECTORIES if entry[0] == group)
             for t in range(steps):
-                prompt, images, response = step_sample(directory, index, frames=1 + t)
+                prompt, images, response = step_sample(directory, index, frames=1 + t, small=True)
                 if advantages[t] < 0:   # the rollouts the judge scored down stalled instead of tapping
                     response = STALLING
                 handle.write(json.dumps({"messages": prompt, "images": images, "response": response,

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import torch
 from PIL import Image, ImageDraw
 
 from flywheel.policies.protocol import format_output, system_prompt
-from tests.conftest import BIN, ROOT
+from tests.conftest import BIN, ROOT, torch_on_one_thread
 from training.trainer import data as samples_io
 from training.trainer.sft import freeze, lr_factor
 from training.trainer.sft import main as sft_main
@@ -29,11 +30,18 @@ from training.trainer.tiny import build_tiny, load_model, save_artifact
 pytestmark = pytest.mark.usefixtures("torch")  # trains with torch: the slow tier
 
 APPS = ["Settings", "Clock", "Contacts", "Calendar", "Files", "Maps", "Notes", "Weather", "Camera", "Music"]
+FRAME = (270, 540)          # 190 visual tokens a frame under the trainer's resize
+SMALL_FRAME = (112, 224)    # 32 visual tokens
+# The trainer reads no word of a prompt, and the tiny model's byte-level tokenizer makes every byte a
+# token: with the real system prompt (2.4k bytes) and two 270×540 frames a step's sample is ~3,300
+# tokens, with this prompt and two 112×224 frames ~900, and a training step ~8× cheaper (attention
+# is most of it). The training tests use such small samples; the label test reads full-size ones.
+SHORT_SYSTEM = "You operate an Android phone for the user. Answer with the five tags, then one <tool_call>."
 
 
-def screenshot(index: int, step: int) -> bytes:
+def screenshot(index: int, step: int, size: tuple[int, int] = FRAME) -> bytes:
     """A phone-shaped PNG with a status bar, a title, list rows and a highlighted button."""
-    image = Image.new("RGB", (270, 540), (245, 245, 245))
+    image = Image.new("RGB", FRAME, (245, 245, 245))
     draw = ImageDraw.Draw(image)
     draw.rectangle([0, 0, 270, 24], fill=(30, 30, 30))
     draw.text((8, 6), f"12:0{step}  4G  87%", fill=(255, 255, 255))
@@ -43,6 +51,8 @@ def screenshot(index: int, step: int) -> bytes:
         draw.rectangle([8, top, 262, top + 50], outline=(200, 200, 200), fill=(255, 255, 255))
         draw.text((20, top + 18), f"Item {row + 1} of {APPS[(index + row) % len(APPS)]}", fill=(40, 40, 40))
     draw.rectangle([60, 460 - step * 10, 210, 500 - step * 10], fill=(20 + 20 * index % 200, 120, 220))
+    if size != FRAME:
+        image = image.resize(size, Image.Resampling.BILINEAR)
     out = io.BytesIO()
     image.save(out, "PNG")
     return out.getvalue()
@@ -55,10 +65,13 @@ def write_image(directory: Path, png: bytes) -> str:
     return name
 
 
-def step_sample(directory: Path, index: int, frames: int = 2) -> tuple[list[dict], list[str], str]:
-    """(prompt messages, images, response) of one protocol step with `frames` screenshots."""
+def step_sample(directory: Path, index: int, frames: int = 2,
+                small: bool = False) -> tuple[list[dict], list[str], str]:
+    """(prompt messages, images, response) of one protocol step with `frames` screenshots; `small`:
+    with SHORT_SYSTEM and SMALL_FRAME screenshots (the training tests' samples)."""
     app = APPS[index % len(APPS)]
-    images = [write_image(directory, screenshot(index, step)) for step in range(frames)]
+    size = SMALL_FRAME if small else FRAME
+    images = [write_image(directory, screenshot(index, step, size)) for step in range(frames)]
     history = "Step 1: [Observation] The home screen. [Reflection] [Plan] Open the app. " \
               f"[Decision] Open {app}. [Memory] <tool_call>{{\"action\": \"open\", \"app\": \"{app}\"}}</tool_call>"
     user = (f"Goal: In {app}, turn on the option in row {index % 6 + 1}\n\nHistory:\n{history}\n\n"
@@ -68,16 +81,17 @@ def step_sample(directory: Path, index: int, frames: int = 2) -> tuple[list[dict
            "Plan": f"Tap row {index % 6 + 1}, then check that it is on.",
            "Decision": f"Tap row {index % 6 + 1}.", "Memory": f"{app} is open."}
     action = {"action": "click", "point": [500, 180 + 110 * (index % 6)], "coords": "thousandths"}
-    prompt = [{"role": "system", "content": system_prompt()}, {"role": "user", "content": user}]
+    prompt = [{"role": "system", "content": SHORT_SYSTEM if small else system_prompt()},
+              {"role": "user", "content": user}]
     return prompt, images, format_output(cot, action)
 
 
-def make_export(directory: Path, count: int = 8, frames: int = 2) -> Path:
+def make_export(directory: Path, count: int = 8, frames: int = 2, small: bool = False) -> Path:
     """A snapshot directory in the contract's format (data.jsonl, images/, dataset_info.json)."""
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "data.jsonl", "w") as handle:
         for index in range(count):
-            prompt, images, response = step_sample(directory, index, frames)
+            prompt, images, response = step_sample(directory, index, frames, small)
             record = {"messages": prompt + [{"role": "assistant", "content": response}], "images": images,
                       "meta": {"trajectory": index // 3, "step": index % 3, "source": "htsc_true",
                                "pool_row": index, "query": index // 3}}
@@ -102,7 +116,7 @@ def write_config(tmp_path: Path, dataset: Path, name: str = "run", **overrides) 
 
 
 def trainer_env() -> dict:
-    return dict(os.environ, PYTHONPATH=str(ROOT), TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="2")
+    return dict(os.environ, PYTHONPATH=str(ROOT), TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
 
 
 def run_torchrun(module: str, config, timeout=300) -> subprocess.CompletedProcess:
@@ -124,7 +138,8 @@ def run_torchrun(module: str, config, timeout=300) -> subprocess.CompletedProces
 
 @pytest.fixture(scope="module")
 def export(tmp_path_factory):
-    return make_export(tmp_path_factory.mktemp("snapshot"), count=8)
+    """The training tests' snapshot: 8 small samples (SHORT_SYSTEM, SMALL_FRAME screenshots)."""
+    return make_export(tmp_path_factory.mktemp("snapshot"), count=8, small=True)
 
 
 @pytest.fixture(scope="module")
@@ -132,13 +147,15 @@ def trained(tmp_path_factory, export):
     """One finished 8-step run (batch 2), shared by the tests that read its results."""
     config = write_config(tmp_path_factory.mktemp("trained"), export)
     started = time.time()
-    assert sft_main(["--config", str(config)]) == 0
+    with torch_on_one_thread():
+        assert sft_main(["--config", str(config)]) == 0
     elapsed = time.time() - started
     print(f"\ntiny SFT: 8 steps in {elapsed:.1f} s ({8 * 60 / elapsed:.1f} steps/min, model build included)")
     return config.parent
 
 
-def test_labels_cover_the_assistant_text_and_its_end_token_only(export):
+def test_labels_cover_the_assistant_text_and_its_end_token_only(tmp_path):
+    export = make_export(tmp_path / "snapshot", count=8)   # the real system prompt, full-size screenshots
     _, processor = build_tiny({})
     samples, skipped = samples_io.load_samples(export / "data.jsonl", processor, 10240)
     assert len(samples) == 8 and skipped == {"too_long": 0, "bad_image": 0}
@@ -238,15 +255,19 @@ def test_the_final_checkpoint_reloads_to_the_same_logits(trained, export, tmp_pa
 
 def test_a_cancel_file_stops_the_run_with_a_checkpoint(tmp_path, export):
     config = write_config(tmp_path, export, max_steps=50, save_every=100)
-    process = subprocess.Popen([sys.executable, "-m", "training.trainer.sft", "--config", str(config)], cwd=ROOT,
-                               env=trainer_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     run_dir = config.parent
-    deadline = time.time() + 120
-    while not read_metrics(run_dir) and time.time() < deadline and process.poll() is None:
-        time.sleep(0.2)
-    (run_dir / "CANCEL").touch()
-    output, _ = process.communicate(timeout=120)
-    assert process.returncode == 0, output.decode()[-3000:]
+
+    def cancel_after_the_first_step():   # as the web side does: CANCEL in the run's directory
+        deadline = time.time() + 120
+        while time.time() < deadline and not (run_dir / "metrics.jsonl").exists():
+            time.sleep(0.02)
+        (run_dir / "CANCEL").touch()
+
+    # The trainer in this process (it reads the file, not its process); SIGTERM below needs a process.
+    canceller = threading.Thread(target=cancel_after_the_first_step, daemon=True)
+    canceller.start()
+    assert sft_main(["--config", str(config)]) == 0
+    canceller.join(timeout=10)
     status = read_status(run_dir)
     assert status["state"] == "cancelled" and 1 <= status["step"] < 50
     assert Path(status["checkpoint"]).name == f"checkpoint-{status['step']}"
@@ -270,7 +291,7 @@ def test_a_cancel_file_stops_the_run_with_a_checkpoint(tmp_path, export):
 
 
 def test_a_run_killed_mid_epoch_resumes_from_its_checkpoint(tmp_path, export):
-    config = write_config(tmp_path, export, max_steps=8, save_every=3)
+    config = write_config(tmp_path, export, max_steps=12, save_every=3)
     run_dir = config.parent
     command = [sys.executable, "-m", "training.trainer.sft", "--config", str(config)]
     process = subprocess.Popen(command, cwd=ROOT, env=trainer_env(), stdout=subprocess.DEVNULL,
@@ -280,18 +301,21 @@ def test_a_run_killed_mid_epoch_resumes_from_its_checkpoint(tmp_path, export):
         time.sleep(0.05)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
-    assert (run_dir / "checkpoint-3" / "trainer_state.pt").exists() and read_status(run_dir)["state"] == "running"
+    assert read_status(run_dir)["state"] == "running"
+    left = sorted(path.name for path in run_dir.glob("checkpoint-*"))   # a kill while saving leaves no half one
+    assert left and set(left) <= {"checkpoint-3", "checkpoint-6", "checkpoint-9"}, left
+    assert all((run_dir / name / "trainer_state.pt").exists() for name in left)
     killed_at = [point["step"] for point in read_metrics(run_dir)]
-    assert 3 <= max(killed_at) < 8
-    result = subprocess.run(command, cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert 3 <= max(killed_at) < 12
+    # Resumed in this process: what it reads is the run directory the killed process left.
+    assert sft_main(["--config", str(config)]) == 0
     status = read_status(run_dir)
-    assert status["state"] == "done" and status["step"] == 8
-    assert Path(status["resumed_from"]).name in ("checkpoint-3", "checkpoint-6")
+    assert status["state"] == "done" and status["step"] == 12
+    assert Path(status["resumed_from"]).name in ("checkpoint-3", "checkpoint-6", "checkpoint-9")
     steps = [point["step"] for point in read_metrics(run_dir)]
-    assert steps == list(range(1, 9))   # the redone steps replace the lines written after the checkpoint
+    assert steps == list(range(1, 13))   # the redone steps replace the lines written after the checkpoint
     # The same run without the kill ends with the same weights: the resume is exact.
-    straight = write_config(tmp_path, export, name="straight", max_steps=8, save_every=3)
+    straight = write_config(tmp_path, export, name="straight", max_steps=12, save_every=3)
     assert sft_main(["--config", str(straight)]) == 0
     resumed, _ = load_model({"path": str(run_dir / "final")})
     uninterrupted, _ = load_model({"path": str(straight.parent / "final")})

@@ -75,7 +75,7 @@ def train(x: np.ndarray, offsets: np.ndarray, target: np.ndarray, *, hidden: int
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            total += float(loss) * len(chosen)
+            total += loss.item() * len(chosen)
         curve.append({"epoch": epoch + 1, "loss": round(total / max(1, len(target)), 5)})
     with torch.no_grad():
         weights = {"mean": mean.astype(np.float32), "std": std.astype(np.float32),

@@ -21,7 +21,7 @@ from benchmark.infer import DEFAULT_INFER, EvaluationRefused, launch_evaluation,
 from benchmark.judges import rejudge_evaluation
 from benchmark.models import Benchmark, EvalRun
 from devices.registry import discover_devices
-from flywheel.collection.runs import drive_host
+from flywheel.collection.driver import drive_host
 from flywheel.models import ModelVersion
 from flywheel.policies import default_policy_version
 

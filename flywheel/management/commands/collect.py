@@ -5,7 +5,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from devices.registry import discover_devices
-from flywheel.collection.runs import LINES, drive_host, launch_run, refresh_progress, selection_hint
+from flywheel.collection.driver import drive_host
+from flywheel.collection.launch import LINES, launch_run, refresh_progress, selection_hint
 from flywheel.models import CollectionRun, ModelVersion
 
 

@@ -10,9 +10,10 @@ from celery import Celery
 from django.conf import settings
 from django.utils import timezone
 
+from devices.hosts import host_queue
 from devices.models import Device, WorkItem
 from devices.registry import discover_devices
-from flywheel.collection.runs import host_queue, launch_run
+from flywheel.collection.launch import launch_run
 from flywheel.models import CollectionRun, Trajectory
 from scripts.services import free_port, start_redis
 from tests.conftest import BIN, ROOT, process_env, stop
@@ -136,7 +137,7 @@ def test_no_task_is_handed_out_again_while_it_runs():
 
 
 def test_a_driver_hands_the_rest_of_a_run_to_a_fresh_task_when_its_budget_is_spent(farm_settings):
-    from flywheel.collection.runs import drive_host
+    from flywheel.collection.driver import drive_host
 
     discover_devices()
     for i in range(2):

@@ -15,7 +15,7 @@ from devices.models import Device, Lease
 from devices.phone import PhoneConnection
 from devices.registry import discover_devices
 from flywheel.collection.engine import CollectionConfig, finish_trajectory, run_trajectory
-from flywheel.models import Trajectory
+from flywheel.models import CollectionRun, Trajectory
 from flywheel.policies.base import Proposal
 from flywheel.rules.stops import Stop, StopKind
 from tests.flywheel.collection.test_runs import make_query
@@ -120,27 +120,27 @@ def test_a_judge_that_outlasts_the_lease_still_settles_the_item_without_recovery
     import threading
 
     from devices.models import WorkItem
-    from flywheel.collection import runs
+    from flywheel.collection import driver, launch
 
     settings.COLLECTION_LEASE_SECONDS = 1
     discover_devices()
     make_query("slow-judge", tags=("slow-judge",))
-    run_ = runs.launch_run("automatic", {"tags": ["slow-judge"]}, config={"phones": 1, "max_steps": 3},
+    run_ = launch.launch_run("automatic", {"tags": ["slow-judge"]}, config={"phones": 1, "max_steps": 3},
                            dispatch=False)
     device = Device.objects.filter(adb_server=farm_settings.address).order_by("serial").first()
-    slow_route = runs.route_ended
+    slow_route = driver.route_ended
 
     def judged_slowly(trajectory, phone):
         time.sleep(3)
         return slow_route(trajectory, phone)
 
-    monkeypatch.setattr(runs, "route_ended", judged_slowly)
-    lease = leases.acquire(device, holder=f"collection:run:{run_.pk}", ttl=runs.lease_ttl())
-    runs.drive_phone(run_.pk, device, lease, threading.Event())
+    monkeypatch.setattr(driver, "route_ended", judged_slowly)
+    lease = leases.acquire(device, holder=f"collection:run:{run_.pk}", ttl=driver.lease_ttl())
+    driver.drive_phone(run_.pk, device, lease, threading.Event())
     item = WorkItem.objects.get(kind=run_.work_kind)
     trajectory = Trajectory.objects.get(run=run_)
     assert item.status == "done" and item.payload["trajectories"] == [trajectory.pk], item.note
     assert trajectory.status == "completed" and trajectory.destination, (trajectory.status, trajectory.stop_reason)
-    assert runs.CollectionRun.objects.get(pk=run_.pk).status == "done"
+    assert CollectionRun.objects.get(pk=run_.pk).status == "done"
     lease.refresh_from_db()
     assert lease.released_at is not None  # released by the driver at the end, not lapsed and taken over

@@ -7,7 +7,8 @@ import pytest
 from devices.models import Device
 from devices.phone import PhoneConnection
 from devices.registry import discover_devices
-from flywheel.collection.runs import drive_host, launch_run
+from flywheel.collection.driver import drive_host
+from flywheel.collection.launch import launch_run
 from flywheel.models import App, Query, SftEntry, Trajectory
 from flywheel.queries.jsonl import import_queries
 

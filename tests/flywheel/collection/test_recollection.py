@@ -6,8 +6,8 @@ import pytest
 
 from devices.models import Device, WorkItem
 from devices.registry import discover_devices
+from flywheel.collection.launch import launch_run
 from flywheel.collection.recollection import recollect
-from flywheel.collection.runs import launch_run
 from flywheel.models import CollectionRun, Query, Trajectory
 from flywheel.queries.jsonl import import_queries
 from tests.flywheel.collection.test_worker import wait_for

@@ -3,7 +3,8 @@ import pytest
 
 from devices.models import Device, WorkItem
 from devices.registry import discover_devices
-from flywheel.collection.runs import cancel_run, drive_host, launch_run, refresh_progress
+from flywheel.collection.driver import drive_host
+from flywheel.collection.launch import cancel_run, launch_run, refresh_progress
 from flywheel.models import App, CollectionRun, CptEntry, Query, Step, Trajectory
 
 # Opening a page leaves no state behind, so several trajectories may share a phone in any order.
@@ -66,7 +67,7 @@ def test_schema_line_asks_before_a_confirmation_dialog(phones, farm_settings):
                   "steps": []}
     query = make_query("reset-net", text="Reset network settings", known_path=reset_path, tags=("schema",),
                        verification={"terminal": [], "milestones": [], "clarify": None})
-    from flywheel.collection.schema import needs_confirmation
+    from flywheel.collection.schema_guided import needs_confirmation
 
     dialog = ('<?xml version="1.0" ?><hierarchy rotation="0"><node index="0" text="Reset settings" '
               'resource-id="android:id/button1" class="android.widget.Button" package="android" '

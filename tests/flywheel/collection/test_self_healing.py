@@ -10,9 +10,10 @@ import time
 
 import pytest
 
+from devices.hosts import host_queue
 from devices.models import Device, Lease, PhoneHost, WorkItem
 from devices.registry import discover_devices
-from flywheel.collection.runs import dispatch_run, host_queue, launch_run
+from flywheel.collection.launch import dispatch_run, launch_run
 from flywheel.models import CollectionRun, Trajectory
 from flywheel.rules.stops import Stop, StopKind
 from tests.conftest import BIN, ROOT, process_env, stop
@@ -141,7 +142,7 @@ def holder_died_with(farm_settings, stop):
 def test_an_item_whose_trajectory_ended_before_its_holder_died_is_done_not_collected_again(farm_settings):
     from django.utils import timezone
 
-    from flywheel.collection.runs import recover_interrupted
+    from flywheel.collection.recovery import recover_interrupted
 
     run, item, trajectory, _device = holder_died_with(farm_settings, SUCCESS)
     Trajectory.objects.filter(pk=trajectory.pk).update(judging_since=timezone.now())  # it died judging it
@@ -157,7 +158,7 @@ def test_a_judge_whose_trajectory_was_taken_over_writes_nothing(farm_settings):
     """A host cut off mid-judging comes back after recovery judged its trajectory: its verdict is dropped."""
     from datetime import timedelta
 
-    from flywheel.evaluation.pipeline import _judge, claim_for_judging
+    from flywheel.judging.pipeline import _judge, claim_for_judging
     from flywheel.models import Verdict, Vote
 
     _run, _item, trajectory, _device = holder_died_with(farm_settings, SUCCESS)
@@ -177,7 +178,7 @@ def test_an_item_is_stranded_when_its_phone_is_leased_again_to_someone_else(farm
     from datetime import timedelta
 
     from devices import leases
-    from flywheel.collection.runs import recover_interrupted
+    from flywheel.collection.recovery import recover_interrupted
 
     run, item, trajectory, device = holder_died_with(farm_settings, None)
     leases.acquire(device, holder="semi-auto:trajectory:999", ttl=timedelta(seconds=60))  # a person took the phone

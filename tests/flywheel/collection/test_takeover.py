@@ -5,9 +5,10 @@ import pytest
 
 from devices.models import Device
 from devices.registry import discover_devices
-from flywheel.collection import runs
+from flywheel.collection import driver
+from flywheel.collection.driver import drive_host
 from flywheel.collection.engine import CollectionConfig
-from flywheel.collection.runs import drive_host, launch_run
+from flywheel.collection.launch import launch_run
 from flywheel.models import App, Query, Trajectory
 from flywheel.policies.base import Proposal
 from flywheel.policies.protocol import describe_action
@@ -46,7 +47,7 @@ def phone_and_query(farm_settings, monkeypatch):
                                  known_path=BLUETOOTH_PATH, verification=CHECKS,
                                  reset={"force_stop": ["com.android.settings"], "clear": [], "home": True})
     query.set_apps([App.objects.get_or_create(package="com.android.settings")[0]])
-    monkeypatch.setattr(runs, "policy_for", lambda version=None, line="": Dawdler())
+    monkeypatch.setattr(driver, "policy_for", lambda version=None, line="": Dawdler())
     return first, query
 
 

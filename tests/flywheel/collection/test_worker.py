@@ -9,7 +9,9 @@ from django.utils import timezone
 
 from devices.models import Device, Lease, WorkItem
 from devices.registry import discover_devices
-from flywheel.collection.runs import drive_host, launch_run, recover_interrupted
+from flywheel.collection.driver import drive_host
+from flywheel.collection.launch import launch_run
+from flywheel.collection.recovery import recover_interrupted
 from flywheel.models import CollectionRun, Trajectory
 from tests.flywheel.collection.test_runs import make_query
 

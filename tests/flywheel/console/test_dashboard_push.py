@@ -1,7 +1,7 @@
 """The dashboard is pushed: product code emits events after commit; the open page updates at once."""
 import pytest
 
-from flywheel.evaluation.destinations import route_trajectory
+from flywheel.judging.destinations import route_trajectory
 from flywheel.models import App, Query, Trajectory
 from tests.conftest import PASSWORD
 

@@ -6,8 +6,9 @@ from django.contrib.auth.models import Group, User
 from annotation.adjudication import decide
 from devices.models import Device, WorkItem
 from devices.registry import discover_devices
-from flywheel.collection.runs import drive_host, launch_run, refresh_progress
-from flywheel.evaluation.destinations import route_trajectory
+from flywheel.collection.driver import drive_host
+from flywheel.collection.launch import launch_run, refresh_progress
+from flywheel.judging.destinations import route_trajectory
 from flywheel.models import Query, RlQueryEntry, RlRollout, Trajectory
 from flywheel.rules.pools import KEEP, RETIRE, WAIT, rl_pool_metabolism
 from tests.flywheel.collection.test_runs import make_query

@@ -3,10 +3,10 @@ import pytest
 
 from annotation import adjudication
 from flywheel.console.dashboard import dashboard_counts
-from flywheel.evaluation.destinations import route_trajectory
+from flywheel.judging.destinations import route_trajectory
 from flywheel.models import FunctionNode, Query, Trajectory
-from flywheel.queries import function_tree as ft
 from flywheel.queries.coverage import coverage, coverage_by_app
+from flywheel.queries.function_tree import builder as ft
 from tests.flywheel.queries.test_function_tree import PACKAGE, make_gem
 
 pytestmark = pytest.mark.django_db

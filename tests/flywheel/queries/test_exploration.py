@@ -8,8 +8,9 @@ from devices.models import Device
 from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.registry import discover_devices
 from flywheel.models import App, Edge, ExplorationRun, GemPage
-from flywheel.queries import exploration, exploration_runs
-from flywheel.queries.exploration_runs import explore_apps_now, explore_run, launch_exploration
+from flywheel.queries.exploration import explorer as exploration
+from flywheel.queries.exploration import runs as exploration_runs
+from flywheel.queries.exploration.runs import explore_apps_now, explore_run, launch_exploration
 from flywheel.screens.page_identity import same_page
 from simfarm.appspec import app_files, load_app
 
@@ -19,8 +20,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def no_settle_wait(settings):
     """The virtual farm draws an input's result before the command returns: the explorer reads the
-    screen right after each action (a real phone gets EXPLORATION_SETTLE_S)."""
+    screen right after each action and types right after focusing a field (a real phone gets
+    EXPLORATION_SETTLE_S and INPUT_FOCUS_SETTLE_S)."""
     settings.EXPLORATION_SETTLE_S = 0
+    settings.INPUT_FOCUS_SETTLE_S = 0
 
 
 def farm_pages(package):
@@ -149,12 +152,32 @@ def test_cancel_stops_between_actions(farm_settings):
     assert not Device.objects.get(pk=devices[0].pk).leases.filter(released_at__isnull=True).exists()
 
 
-def test_resume_continues_an_interrupted_run_without_duplicates(farm_settings):
+class ClockThatRunsOut:
+    """`time` for the explorer and the run task: its monotonic clock jumps an hour ahead once `pages`
+    pages of `package` are recorded, so a task's time runs out there however fast the machine is."""
+
+    def __init__(self, package, pages):
+        self.package, self.pages, self.ahead = package, pages, 0.0
+
+    def monotonic(self):
+        if not self.ahead and GemPage.objects.filter(app__package=self.package).count() >= self.pages:
+            self.ahead = 3600.0
+        return time.monotonic() + self.ahead
+
+    def sleep(self, seconds):
+        time.sleep(seconds)
+
+
+def test_resume_continues_an_interrupted_run_without_duplicates(farm_settings, monkeypatch):
     devices = phones()
     run = launch_exploration(["com.sim.notes"], {"max_seconds": 300}, dispatch=False)
-    explore_run(run.pk, devices=devices[:1], budget_s=6)   # interrupted: the task's time ran out
+    clock = ClockThatRunsOut("com.sim.notes", pages=3)
+    monkeypatch.setattr(exploration, "time", clock)
+    monkeypatch.setattr(exploration_runs, "time", clock)
+    explore_run(run.pk, devices=devices[:1], budget_s=600)  # interrupted: the task's time ran out
     run.refresh_from_db()
     assert run.status == "running" and run.frontier["com.sim.notes"]["queue"]
+    assert run.progress["com.sim.notes"]["status"] == "paused"
     first_pages = set(GemPage.objects.filter(app__package="com.sim.notes").values_list("pk", flat=True))
     assert first_pages
     explore_run(run.pk, devices=devices[1:2])              # another task, another phone

@@ -5,7 +5,8 @@ import pytest
 
 from devices.models import Device
 from devices.registry import discover_devices
-from flywheel.collection.runs import drive_host, launch_run
+from flywheel.collection.driver import drive_host
+from flywheel.collection.launch import launch_run
 from flywheel.models import Query, Trajectory
 from flywheel.queries.external import ingest_external
 

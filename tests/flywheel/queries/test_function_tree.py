@@ -8,7 +8,7 @@ import pytest
 
 from flywheel.blobs import store_blob
 from flywheel.models import App, Edge, FunctionNode, GemPage, ModelVersion, Query
-from flywheel.queries import function_tree as ft
+from flywheel.queries.function_tree import builder as ft
 from flywheel.queries.jsonl import import_queries
 from tests.flywheel.openai_stub import StubOpenAI
 
@@ -327,7 +327,7 @@ def test_names_come_from_unique_titles_else_the_tapped_element_and_state_words_a
 @pytest.mark.parametrize("raw, label", [("  OFFLINE PACKS  › ", "Offline packs"), ("€ 4.99", ""), ("wlan", "Wlan"),
                                         ("x" * 80, ""), ("离线地图", "离线地图")])
 def test_human_labels(raw, label):
-    from flywheel.queries.function_tree_labels import human_label, slug
+    from flywheel.queries.function_tree.labels import human_label, slug
 
     assert human_label(raw) == label
     if label:

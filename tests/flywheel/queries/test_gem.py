@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from devices.models import Device
 from flywheel.models import App, DevicePrior, Edge, GemPage
-from flywheel.queries import gem
+from flywheel.queries.gem import graph as gem
 
 pytestmark = pytest.mark.django_db
 LAUNCHER = "com.sim.launcher"

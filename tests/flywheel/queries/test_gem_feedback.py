@@ -10,10 +10,11 @@ from PIL import Image, ImageDraw
 from devices.models import Device
 from devices.registry import discover_devices
 from flywheel.blobs import store_blob
-from flywheel.evaluation.destinations import route_trajectory
+from flywheel.judging.destinations import route_trajectory
 from flywheel.models import Edge, Query, Step, Trajectory
-from flywheel.queries import gem, gem_feedback
-from flywheel.queries.gem_recheck import recheck_due_edges
+from flywheel.queries.gem import feedback as gem_feedback
+from flywheel.queries.gem import graph as gem
+from flywheel.queries.gem.recheck import recheck_due_edges
 from flywheel.screens.page_identity import fingerprint
 from tests.flywheel.queries.test_gem import build_world, make_app, make_edge, make_page, tap
 

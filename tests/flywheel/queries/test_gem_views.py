@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from flywheel.blobs import store_blob
 from flywheel.models import DevicePrior, Edge, GemPage
-from flywheel.queries import gem_views
+from flywheel.queries.gem import views as gem_views
 from tests.flywheel.queries.test_gem import build_world, make_app
 
 pytestmark = pytest.mark.django_db

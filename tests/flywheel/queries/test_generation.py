@@ -2,7 +2,7 @@
 draft verification specs, and the LLM writer behind a stub endpoint.
 
 The GEM world is built directly in the DB (pages, edges, function nodes), the way exploration and
-the tree builder would leave it; generation reads it through gem.py and function_tree.leaves.
+the tree builder would leave it; generation reads it through gem/graph.py and function_tree.builder.leaves.
 """
 import sys
 import types
@@ -13,9 +13,9 @@ import pytest
 from django.utils import timezone
 
 from flywheel.models import App, DevicePrior, Edge, FunctionNode, GemPage, ModelVersion
-from flywheel.queries import generation
 from flywheel.queries.drafts import QueryDraft
-from flywheel.queries.generation_llm import ReplyRejected, parse_reply, rewrite_with_llm
+from flywheel.queries.generation import planner as generation
+from flywheel.queries.generation.llm import ReplyRejected, parse_reply, rewrite_with_llm
 from flywheel.queries.verification_drafts import draft_verification, verification_problems
 from flywheel.queries.vocabulary import CROSS_APP_RELATIONS, PERSONAS, SUBCLASS_TIER, vocabulary_errors
 from tests.flywheel.openai_stub import StubOpenAI
@@ -98,7 +98,7 @@ def build_world():
 
 @pytest.fixture
 def world():
-    from flywheel.queries import gem
+    from flywheel.queries.gem import graph as gem
 
     gem.invalidate()
     yield build_world()

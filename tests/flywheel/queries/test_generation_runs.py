@@ -4,8 +4,8 @@ import pytest
 from django.urls import reverse
 
 from flywheel.models import GenerationRun, ModelVersion, Query, QueryApp, QueryFunction
-from flywheel.queries import generation_runs
-from flywheel.queries.generation_runs import cancel_generation, execute_run, generate_now, launch_generation
+from flywheel.queries.generation import runs as generation_runs
+from flywheel.queries.generation.runs import cancel_generation, execute_run, generate_now, launch_generation
 from tests.flywheel.openai_stub import StubOpenAI
 from tests.flywheel.queries.test_generation import NOTES, SHOP, build_world, gates, world  # noqa: F401
 
@@ -149,7 +149,7 @@ def test_launch_form_and_progress_page(client_as, world, gates, monkeypatch,  # 
 def test_a_run_of_480_drafts_is_planned_gated_and_written(gates):  # noqa: F811
     """~500 drafts through plan + gates + writes; the rate is measured by perf/queries.py."""
     from flywheel.models import App, Edge, FunctionNode, GemPage
-    from flywheel.queries import gem
+    from flywheel.queries.gem import graph as gem
 
     gem.invalidate()
     for a in range(4):

@@ -151,7 +151,7 @@ def test_verification_checks_are_validated_field_by_field_against_the_published_
 def test_the_schema_is_published_and_linked_from_the_format_doc():
     from jsonschema import Draft202012Validator
 
-    from flywheel.queries.schema import SCHEMA_PATH, query_schema
+    from flywheel.queries.query_format import SCHEMA_PATH, query_schema
 
     Draft202012Validator.check_schema(query_schema())
     assert "query-format.schema.json" in (SCHEMA_PATH.parent / "query-format.md").read_text()

@@ -10,7 +10,7 @@ from flywheel.admin import QueryAdminForm
 from flywheel.models import Query
 from flywheel.queries import vocabulary
 from flywheel.queries.jsonl import QueryImportError, import_queries, parse_queries_jsonl
-from flywheel.queries.schema import SCHEMA_PATH, query_schema
+from flywheel.queries.query_format import SCHEMA_PATH, query_schema
 from tests.annotation.conftest import TASKS
 from tests.flywheel.queries.test_jsonl import jsonl, record
 

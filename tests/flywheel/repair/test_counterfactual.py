@@ -5,7 +5,7 @@ import pytest
 
 from flywheel.blobs import store_blob
 from flywheel.models import App, Attribution, FailureClass, ModelVersion, Query, Repair, RlQueryEntry, Step, Trajectory
-from flywheel.queries import generation
+from flywheel.queries.generation import planner as generation
 from flywheel.repair import counterfactual
 from flywheel.repair.counterfactual import assign_class, counterfactual_repair, derive_for_class, derive_recurring
 from tests.flywheel.openai_stub import StubOpenAI
@@ -52,7 +52,7 @@ def failure(query, screens=(SETTINGS_SCREEN, OFFLINE_SCREEN), bad=1, cause=CONST
 
 @pytest.fixture
 def world():
-    from flywheel.queries import gem
+    from flywheel.queries.gem import graph as gem
 
     gem.invalidate()
     yield build_world()

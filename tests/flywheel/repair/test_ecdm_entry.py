@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from flywheel import tasks
 from flywheel.blobs import store_blob
-from flywheel.evaluation.destinations import route_trajectory
+from flywheel.judging.destinations import route_trajectory
 from flywheel.models import App, Attribution, Query, Repair, Step, Trajectory, Verdict
 from flywheel.repair import ecdm
 

@@ -5,8 +5,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from devices.models import WorkItem
-from flywheel.collection.runs import refresh_progress
-from flywheel.evaluation.destinations import route_trajectory
+from flywheel.collection.launch import refresh_progress
+from flywheel.judging.destinations import route_trajectory
 from flywheel.models import (
     Attribution,
     CollectionRun,
@@ -276,7 +276,7 @@ def test_cancelling_stops_the_rollout_and_a_cancelled_run_fails_its_round(manage
     assert advance_loop(loop.pk).status == "cancelled" and CollectionRun.objects.count() == 1
 
     other = start_loop(manager, None, {"rounds": 2, "group_size": 1})
-    from flywheel.collection.runs import cancel_run
+    from flywheel.collection.launch import cancel_run
 
     cancel_run(current_round(other).rollout_run)  # someone cancelled the run on the runs page
     other = advance_loop(other.pk)

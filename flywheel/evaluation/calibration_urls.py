@@ -1,9 +1,0 @@
-"""Included by flywheel/urls.py at "calibration/"."""
-from django.urls import path
-
-from flywheel.evaluation import calibration_views as views
-
-urlpatterns = [
-    path("", views.calibration, name="calibration"),
-    path("run/", views.calibration_run, name="calibration-run"),
-]

@@ -1,8 +1,0 @@
-"""The trajectory page; the project includes these at "trajectories/"."""
-from django.urls import path
-
-from flywheel.evaluation import trajectory_page
-
-urlpatterns = [
-    path("<int:trajectory_id>/", trajectory_page.trajectory_page, name="trajectory"),
-]

@@ -1,0 +1,80 @@
+"""Exploration pages (managers, admins): launch a run, watch it, read its report, cancel it."""
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from accounts.roles import MANAGER, role_required
+from devices.models import Device
+from flywheel.models import App, ExplorationRun, GemPage
+from flywheel.models.exploration import RunStatus
+from flywheel.polling import render_live
+from flywheel.queries.exploration.runs import DEFAULT_CONFIG, cancel_exploration, launch_exploration
+
+BUDGET_FIELDS = ("max_depth", "max_pages", "max_seconds", "phones")
+
+
+def explorable_apps() -> list[tuple[str, str]]:
+    """(package, label) of apps on registered phones, and App rows that are not system surfaces."""
+    labels = {app.package: app.label for app in App.objects.all()}
+    packages = {p for apps in Device.objects.values_list("installed_apps", flat=True) for p in apps or []}
+    packages |= set(App.objects.filter(is_system=False).values_list("package", flat=True))
+    return sorted(((p, labels.get(p) or p) for p in packages), key=lambda pair: pair[1].lower())
+
+
+@role_required(MANAGER)
+def exploration_list(request):
+    if request.method == "POST":
+        apps = [app for app in request.POST.getlist("apps") if app]
+        config = {}
+        for field in BUDGET_FIELDS:
+            value = request.POST.get(field, "").strip()
+            if value:
+                if not value.isdigit():
+                    messages.error(request, f"{field.replace('_', ' ')} must be a whole number.")
+                    return redirect("exploration-list")
+                config[field] = int(value)
+        if not apps:
+            messages.error(request, "Choose at least one app to explore.")
+            return redirect("exploration-list")
+        run = launch_exploration(apps, config, user=request.user)
+        messages.success(request, f"{run} launched for {len(apps)} app(s).")
+        return redirect("exploration-detail", run_id=run.pk)
+    return render(request, "flywheel/exploration_list.html", {
+        "runs": ExplorationRun.objects.select_related("created_by")[:50],
+        "apps": explorable_apps(), "defaults": DEFAULT_CONFIG,
+        "idle_phones": Device.objects.filter(status=Device.Status.IDLE).count(),
+    })
+
+
+def _app_rows(run):
+    rows = []
+    for package in run.apps:
+        report = run.report.get(package, {})
+        progress = run.progress.get(package, {})
+        rows.append({"package": package, "status": progress.get("status", "queued"),
+                     "pages": progress.get("pages", 0), "edges": progress.get("edges", 0),
+                     "frontier": progress.get("frontier", 0), "actions": progress.get("actions", 0),
+                     "merged": report.get("merged_duplicates", 0), "thresholds": report.get("thresholds", {}),
+                     "skipped": report.get("skipped_irreversible", 0), "blocked": report.get("blocked_by_audit", 0),
+                     "device": progress.get("device", "")})
+    return rows
+
+
+@role_required(MANAGER)
+def exploration_detail(request, run_id):
+    run = get_object_or_404(ExplorationRun, pk=run_id)
+    live = run.status in (RunStatus.QUEUED, RunStatus.RUNNING)
+    context = {"run": run, "rows": _app_rows(run), "live": live,
+               "problems": list(reversed(run.problems[-100:])),
+               "pages": GemPage.objects.filter(explored_by=run).select_related("app").order_by("app__package", "depth")[:300]}
+    return render_live(request, "flywheel/exploration_detail.html", context, live=live,
+                       panel="flywheel/_exploration_live.html")
+
+
+@role_required(MANAGER)
+@require_POST
+def exploration_cancel(request, run_id):
+    run = get_object_or_404(ExplorationRun, pk=run_id)
+    cancel_exploration(run)
+    messages.info(request, f"{run} cancelled: phones stop after their current action and are reset.")
+    return redirect("exploration-detail", run_id=run.pk)

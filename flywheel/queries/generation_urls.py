@@ -1,9 +1,0 @@
-from django.urls import path
-
-from flywheel.queries import generation_views as views
-
-urlpatterns = [
-    path("", views.generation_list, name="generation-list"),
-    path("<int:run_id>/", views.generation_detail, name="generation-detail"),
-    path("<int:run_id>/cancel/", views.generation_cancel, name="generation-cancel"),
-]
