@@ -8,8 +8,6 @@ from functools import cached_property
 import adbutils
 
 SHELL_V2_PACKET = struct.Struct("<BI")  # shell protocol v2: id (1 stdout, 2 stderr, 3 exit), length
-SYNC_HEADER = struct.Struct("<4sI")     # sync protocol: id (DATA, DONE, FAIL), length (DONE: mtime)
-DUMP_PATH = "/data/local/tmp/uidump.xml"  # where adbutils' dump_hierarchy() has uiautomator write
 _features: dict[tuple[str, str], bool] = {}  # (address, serial) -> speaks shell protocol v2
 
 # Commands that only read: sending one leaves a recent UI dump valid. Anything else (input, am,
@@ -162,46 +160,12 @@ class PhoneConnection:
         return png
 
     def dump_hierarchy(self) -> str:
-        """The uiautomator dump, as adbutils' `dump_hierarchy()` reads it (`uiautomator dump` into a
-        file, then a sync pull of that file), over this connection's own service connections: two
-        ADB connections instead of four, none with adbutils' `host:version` round trip or its 10 ms
-        sleep on close (exploration and the safety audit read a dump after nearly every input)."""
         try:
-            xml = self._dump_over_services() if self._speaks_shell_v2() else self.adb.dump_hierarchy()
-        except (adbutils.AdbError, OSError, EOFError) as error:
-            self._server_version = None
+            xml = self.adb.dump_hierarchy()
+        except (adbutils.AdbError, OSError) as error:
             raise PhoneUnavailable(f"{self.serial}@{self.address}: {error}") from error
         self._last_dump = (xml, time.monotonic())
         return xml
-
-    def _dump_over_services(self) -> str:
-        _code, output = self._shell_v2(f"rm -f {DUMP_PATH}; uiautomator dump {DUMP_PATH} && echo success", 20)
-        if "ERROR" in output or "success" not in output:
-            raise adbutils.AdbError("uiautomator dump failed", output)
-        xml = self.pull_bytes(DUMP_PATH).decode("utf-8")
-        if not xml.startswith("<?xml"):
-            raise adbutils.AdbError("dump output is not xml", xml[:200])
-        return xml
-
-    def pull_bytes(self, path: str, timeout: float = 20) -> bytes:
-        """A file's bytes through the sync service (RECV: DATA chunks up to DONE, or FAIL)."""
-        connection = self._open_service("sync:", timeout)
-        try:
-            encoded = path.encode("utf-8")
-            connection.conn.sendall(b"RECV" + struct.pack("<I", len(encoded)) + encoded)
-            chunks = []
-            while True:
-                kind, size = SYNC_HEADER.unpack(connection.read_exact(SYNC_HEADER.size))
-                if kind == b"DATA":
-                    chunks.append(connection.read_exact(size))
-                elif kind == b"DONE":
-                    return b"".join(chunks)
-                elif kind == b"FAIL":
-                    raise adbutils.AdbError(connection.read_exact(size).decode("utf-8", "replace"), path)
-                else:
-                    raise adbutils.AdbError(f"unexpected sync reply {kind!r}", path)
-        finally:
-            connection.conn.close()
 
     def recent_dump(self, max_age_s: float) -> str | None:
         """The UI dump read through this connection less than `max_age_s` ago, if no command that

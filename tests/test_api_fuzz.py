@@ -149,14 +149,14 @@ def test_the_api_never_answers_500_to_any_role(app):
     schema.app = app  # requests go to the WSGI app, not over the network
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) > 60
-    failures, started, calls, cases = {}, time.monotonic(), [], {}
+    failures, started, calls, drawn_once = {}, time.monotonic(), [], {}
 
     def cases_of(index, mode=None, path_parameters=None, examples=EXAMPLES):
         key = (index, mode, tuple(sorted((path_parameters or {}).items())), examples)
-        if key not in cases:
+        if key not in drawn_once:
             options = {} if mode is None else {"generation_mode": mode, "path_parameters": path_parameters}
-            cases[key] = drawn(operations[index].as_strategy(**options), examples)
-        return cases[key]
+            drawn_once[key] = drawn(operations[index].as_strategy(**options), examples)
+        return drawn_once[key]
 
     with connection_kept():
         for role in ROLES:

@@ -34,7 +34,7 @@ FRAME = (270, 540)          # 190 visual tokens a frame under the trainer's resi
 SMALL_FRAME = (112, 224)    # 32 visual tokens
 # The trainer reads no word of a prompt, and the tiny model's byte-level tokenizer makes every byte a
 # token: with the real system prompt (2.4k bytes) and two 270×540 frames a step's sample is ~3,300
-# tokens, with this prompt and two 112×224 frames ~900, and a training step ~8× cheaper (attention
+# tokens, with this prompt and two 112×224 frames ~750, and a training step ~8× cheaper (attention
 # is most of it). The training tests use such small samples; the label test reads full-size ones.
 SHORT_SYSTEM = "You operate an Android phone for the user. Answer with the five tags, then one <tool_call>."
 
