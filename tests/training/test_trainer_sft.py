@@ -8,6 +8,7 @@ import importlib.util
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -119,21 +120,51 @@ def trainer_env() -> dict:
     return dict(os.environ, PYTHONPATH=str(ROOT), TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
 
 
-def run_torchrun(module: str, config, timeout=300) -> subprocess.CompletedProcess:
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (torchrun's elastic agent starts each rank in a session of its own,
+    so killing torchrun's process group leaves the ranks, and their open pipes, behind)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def run_torchrun(module: str, config, timeout=90, tries=3) -> subprocess.CompletedProcess:
     """Two gloo ranks on this machine: on loopback (other suites add and remove network interfaces),
-    one thread each on 2 cores; a hang fails with what the ranks printed, and takes the ranks down."""
+    one thread each on 2 cores. A hang takes torchrun and every rank down; gloo on a loaded 2-core
+    machine has been seen to hang while the ranks meet (nothing printed; a run takes ~10 s otherwise), so
+    a hang is tried again, up to `tries` times, and the last one fails with what the ranks printed."""
     env = dict(trainer_env(), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
     argv = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m", module, "--config", str(config)]
-    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-        return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        output = stdout[-3000:], stderr[-3000:]
-        raise AssertionError(f"torchrun {module} did not finish in {timeout} s: {output}") from None
+    for attempt in range(1, tries + 1):
+        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, start_new_session=True)
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+            return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+        except subprocess.TimeoutExpired:
+            for pid in [process.pid, *descendants(process.pid)]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            stdout, stderr = process.communicate()
+            if attempt == tries:
+                output = stdout[-3000:], stderr[-3000:]
+                raise AssertionError(f"torchrun {module} did not finish in {timeout} s, {tries} times: {output}")
+            output_dir = Path(json.loads(Path(config).read_text())["output_dir"])
+            for entry in output_dir.iterdir():  # the next try starts afresh, not from a hung try's checkpoint
+                if entry.name != "config.json":
+                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
 
 
 @pytest.fixture(scope="module")
