@@ -17,15 +17,6 @@ from simfarm.appspec import app_files, load_app
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(autouse=True)
-def no_settle_wait(settings):
-    """The virtual farm draws an input's result before the command returns: the explorer reads the
-    screen right after each action and types right after focusing a field (a real phone gets
-    EXPLORATION_SETTLE_S and INPUT_FOCUS_SETTLE_S)."""
-    settings.EXPLORATION_SETTLE_S = 0
-    settings.INPUT_FOCUS_SETTLE_S = 0
-
-
 def farm_pages(package):
     """{activity: page id} of an app file (ground truth, tests only)."""
     for path in app_files():
