@@ -1,6 +1,7 @@
 """The human repair queue's pages: the queue (/repairs/) and one repair (/repairs/<id>/): the goal,
 the kept prefix, the wrong step on its frozen screenshot, the Teacher's attempt, and an editor on
-that screenshot (static/js/repair.js draws the tap box and sends the correction as JSON)."""
+that screenshot (static/js/repair.js, over the session's action editor static/js/action_editor.js, draws
+the tap box and sends the correction as JSON)."""
 import json
 
 from django.contrib import messages

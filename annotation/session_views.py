@@ -1,7 +1,8 @@
 """The semi-automatic session page (§2.3.2): a person verifies, step by step, what a policy proposes.
 
 The engine is flywheel/collection/semi_auto.py; these views only take requests, check who may act, and
-answer pages or JSON. Drawing, dragging and keyboard shortcuts live in static/js/session.js.
+answer pages or JSON. Drawing, dragging and keyboard shortcuts live in static/js/session.js and the
+action editor it shares with the repair page, static/js/action_editor.js.
 """
 import json
 
