@@ -60,6 +60,11 @@ _RL_PROPERTIES = {
 }
 
 
+# The one way every message writes where a run's weights come from.
+MODEL_EXAMPLE = ('{"model": {"path": "/models/<weights>"}} for weights on disk, '
+                 'or {"model": {"tiny": {}}} for the small test model built from the configuration')
+
+
 class ConfigError(ValueError):
     """A configuration the run cannot start with; the message names the key."""
 
@@ -80,6 +85,9 @@ def validate_config(stage: str, raw) -> dict:
     if not isinstance(raw, dict):
         raise ConfigError("the configuration is a JSON object of settings")
     unknown = sorted(set(raw) - set(schema(stage)["properties"]))
+    misplaced = [key for key in unknown if key in _MODEL["properties"]]
+    if misplaced:  # {"tiny": {}} at the top: it names the model, so it goes under "model"
+        raise ConfigError(f"{misplaced[0]!r} names the model and goes under \"model\": {MODEL_EXAMPLE}")
     if unknown:
         known = ", ".join(sorted(schema(stage)["properties"]))
         raise ConfigError(f"unknown configuration key {unknown[0]!r} for a {stage} run (known keys: {known})")

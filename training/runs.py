@@ -14,15 +14,17 @@ from django.utils import timezone
 
 from flywheel.models import ModelVersion
 from flywheel.policies import unservable_reason
-from training.config import ConfigError, validate_config
+from training.config import MODEL_EXAMPLE, ConfigError, validate_config
 from training.models import DataSnapshot, TrainingRun
 
 log = logging.getLogger(__name__)
 SNAPSHOT_KIND = {"cpt": "cpt", "sft": "sft", "rl": "rl"}
 STALE_AFTER = timedelta(seconds=120)  # a running run whose supervisor stopped beating this long is resumed
-INSTALL_HINT = ("The training extras (torch, transformers) are not installed on this host. Install them on "
-                "the training worker with `make install-training` (or `pip install -r requirements-training.txt`); "
-                "the web app itself does not need them.")
+INSTALL_COMMAND = "make install-training"
+INSTALL_HINT = ("Training cannot run here yet: the training extras are not installed where this console runs. "
+                f"Run `{INSTALL_COMMAND}` in the console's directory (`make up` installs them too), "
+                "then reload this page.")
+TRAINING_EXTRAS = ("torch", "transformers")
 
 
 class RunError(ValueError):
@@ -30,9 +32,11 @@ class RunError(ValueError):
 
 
 def training_extras_installed() -> bool:
-    """Whether this host can run the trainer (the web host usually cannot, and need not)."""
+    """Whether this environment can run the trainer. The one check every page and launch uses (the web
+    app and the workers share it when `make up` runs them); call it as runs.training_extras_installed()
+    so tests can stand in for a host without the extras."""
     try:
-        return all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
+        return all(importlib.util.find_spec(name) is not None for name in TRAINING_EXTRAS)
     except (ImportError, ValueError):  # a broken or blocked install counts as absent
         return False
 
@@ -73,8 +77,7 @@ def create_run(stage: str, config=None, *, user=None, snapshot: DataSnapshot | N
         raise RunError(f"its rollouts need a policy that acts: {unservable_reason(base_model)}")
     config["model"] = model_spec(config, base_model)
     if not config["model"]:
-        raise ConfigError("model: name the weights to train (\"model\": {\"path\": ...}), choose a base model "
-                          "version with a checkpoint, or use {\"tiny\": {}} for the built-from-config test model")
+        raise ConfigError(f"model: choose a base model version with a checkpoint, or write {MODEL_EXAMPLE}")
     config["launcher"] = config["launcher"] or settings.TRAINING_LAUNCHER
     config["nproc"] = config["nproc"] or settings.TRAINING_NPROC
     with transaction.atomic():

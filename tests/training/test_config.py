@@ -1,4 +1,7 @@
 """A run's configuration: the report's defaults, unknown keys refused by name."""
+import json
+import re
+
 import pytest
 
 from training.config import DEFAULTS, ConfigError, validate_config
@@ -22,6 +25,20 @@ def test_an_unknown_key_is_refused_by_name():
         validate_config("sft", {"group_size": 4})
     with pytest.raises(ConfigError, match="'tiny_model'"):
         validate_config("sft", {"model": {"tiny_model": {}}})
+
+
+def test_a_model_key_at_the_top_gets_one_message_whose_example_works():
+    with pytest.raises(ConfigError) as refused:
+        validate_config("sft", {"tiny": {}})
+    message = str(refused.value)
+    assert "unknown configuration key" not in message and "'tiny' names the model" in message
+    # Every {"model": ...} example the message gives is itself accepted (no advice that fails next).
+    examples = re.findall(r'\{"model": \{.*?\}\}(?!\})', message)
+    assert '{"model": {"tiny": {}}}' in examples and len(examples) == 2
+    for example in examples:
+        assert validate_config("sft", json.loads(example.replace("<weights>", "w")))["model"]
+    with pytest.raises(ConfigError, match="'path' names the model"):
+        validate_config("rl", {"path": "/models/x"})
 
 
 @pytest.mark.parametrize("raw, words", [

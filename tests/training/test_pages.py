@@ -1,4 +1,5 @@
 """The training pages: managers export, launch, watch and serve; other roles are refused."""
+import html
 import json
 
 import pytest
@@ -50,6 +51,12 @@ def test_export_then_launch_from_the_page(client_as):
                                             "run_config": '{"lerning_rate": 0.1, "model": {"tiny": {}}}'},
                         follow=True)
     assert "lerning_rate" in reply.content.decode() and not TrainingRun.objects.exists()
+    # the test model's key at the top level: one message, whose example is the form that works
+    reply = client.post("/training/runs/", {"stage": "sft", "snapshot": snapshot.pk, "run_config": '{"tiny": {}}'},
+                        follow=True)
+    page = html.unescape(reply.content.decode())
+    assert '{"model": {"tiny": {}}}' in page and "unknown configuration key" not in page
+    assert not TrainingRun.objects.exists()
     reply = client.post("/training/runs/", {"stage": "sft", "snapshot": snapshot.pk, "run_config": "{not json"},
                         follow=True)
     assert "not valid JSON" in reply.content.decode()
