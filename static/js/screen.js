@@ -51,6 +51,9 @@
       this.decoder = null;        // WebCodecs VideoDecoder while the stream is H.264
       this.videoHeaders = new Map();  // seq -> header of a chunk being decoded
       this.codecs = this.wantedCodecs();
+      this.arrivals = 0;          // JPEG frames received, and the latest of them drawn
+      this.drawnArrival = 0;
+      this.codecChanged = false;  // the next frame clears what the previous codec drew
       this.fitCanvas(Number(canvas.dataset.phoneWidth || 0), Number(canvas.dataset.phoneHeight || 0));
       this.connect();
       document.addEventListener("visibilitychange", () => this.send({type: document.hidden ? "pause" : "resume"}));
@@ -140,8 +143,14 @@
     async onFrame(frame) {
       if (frame.codec === "h264") return this.onVideo(frame);
       if (frame.payload.length) {
+        // Decoding is asynchronous: a frame decoded after a newer one was drawn would bring the
+        // previous screen back, so only the newest arrival is drawn.
+        const arrival = ++this.arrivals;
         const bitmap = await createImageBitmap(new Blob([frame.payload], {type: "image/jpeg"}));
-        this.draw(bitmap, frame);
+        if (arrival > this.drawnArrival) {
+          this.drawnArrival = arrival;
+          this.draw(bitmap, frame);
+        }
         bitmap.close();
       }
       // An unchanged frame stands for the same picture, so input may be aimed at its seq too.
@@ -150,11 +159,18 @@
 
     draw(image, frame) {
       if (this.canvas.width !== frame.width || this.canvas.height !== frame.height) {
-        this.canvas.width = frame.width;
+        this.canvas.width = frame.width;  // resizing empties the canvas
         this.canvas.height = frame.height;
-        this.fitCanvas(frame.phoneWidth, frame.phoneHeight);
+      } else if (this.codecChanged) {
+        this.context.clearRect(0, 0, this.canvas.width, this.canvas.height);
       }
-      this.context.drawImage(image, 0, 0, frame.width, frame.height);
+      this.codecChanged = false;
+      if (frame.phoneWidth && frame.phoneHeight && frame.phoneHeight / frame.phoneWidth !== this.aspect) {
+        this.fitCanvas(frame.phoneWidth, frame.phoneHeight);  // rotated: the box takes the new aspect
+      }
+      // The picture covers the whole canvas whatever its own pixel size, so nothing of the last
+      // screen is left at the edges.
+      this.context.drawImage(image, 0, 0, this.canvas.width, this.canvas.height);
       this.frames += 1;
       const count = this.find("count");
       if (count) count.textContent = String(this.frames);
@@ -169,6 +185,7 @@
 
     // H.264 (WebCodecs) -------------------------------------------------------------------------
     onStream(message) {
+      if (this.canvas.dataset.codec !== message.codec) this.codecChanged = true;
       this.canvas.dataset.codec = message.codec;
       this.canvas.dataset.source = message.source;
       const state = this.find("state");
@@ -317,8 +334,11 @@
       let down = null;
       this.canvas.addEventListener("pointerdown", (event) => {
         if (!this.frame) return;
-        this.canvas.focus();
+        // The point is read before focusing, and focusing must not scroll: a page that moved
+        // between press and release would turn the tap into a swipe aimed elsewhere.
         down = {point: this.framePoint(event), at: performance.now(), frame: {...this.frame}};
+        this.canvas.focus({preventScroll: true});
+        this.canvas.setPointerCapture(event.pointerId);  // a drag that leaves the canvas still ends here
       });
       this.canvas.addEventListener("pointerup", (event) => {
         if (!down) return;
@@ -353,7 +373,7 @@
         const input = textForm.querySelector("input");
         if (input.value) this.sendInput({action: "text", text: input.value});
         input.value = "";
-        this.canvas.focus();
+        this.canvas.focus({preventScroll: true});
       });
     }
   }

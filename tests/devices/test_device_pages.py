@@ -177,7 +177,8 @@ def test_a_browser_watches_a_phone_and_taps_an_app_icon(screen_phones, role_user
 
 def test_a_browser_without_webcodecs_gets_jpeg_frames(screen_phones, role_users, asgi_server, browser):
     device = screen_phones[0]
-    page = browser.new_page(viewport={"width": 1200, "height": 1000})
+    # A laptop-height window: the screen's lower part is below the fold.
+    page = browser.new_page(viewport={"width": 1280, "height": 600})
     page.add_init_script("delete window.VideoDecoder;")  # an older browser
     page.goto(asgi_server + "/login/")
     page.fill("input[name=username]", role_users["manager"].username)
@@ -188,4 +189,17 @@ def test_a_browser_without_webcodecs_gets_jpeg_frames(screen_phones, role_users,
     page.wait_for_function("document.querySelector('[data-testid=screen]').dataset.frames >= 1", timeout=15000)
     screen = page.get_by_test_id("screen")
     assert screen.get_attribute("data-codec") == "jpeg" and screen.get_attribute("data-source") == "minicap"
+
+    # The first click on a partly hidden screen neither scrolls the page nor turns into a swipe: the
+    # tap is echoed where the pointer was (a watcher's tap is then refused for want of the lease).
+    box = screen.bounding_box()
+    assert box["y"] + box["height"] > 600 and page.evaluate("window.scrollY") == 0
+    x, y = box["x"] + box["width"] / 2, 560
+    page.mouse.click(x, y)
+    echo = page.wait_for_selector("[data-testid=tap-echo]", state="attached", timeout=2000)
+    assert page.evaluate("window.scrollY") == 0
+    assert page.evaluate("document.activeElement.dataset.testid") == "screen"
+    left, top = echo.evaluate("e => [parseFloat(e.style.left), parseFloat(e.style.top)]")
+    assert abs(left - x) <= 2 and abs(top - y) <= 2
+    page.wait_for_function("document.querySelector('[data-testid=screen-message]').textContent.includes('no_lease')")
     page.close()
