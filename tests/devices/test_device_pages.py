@@ -203,3 +203,19 @@ def test_a_browser_without_webcodecs_gets_jpeg_frames(screen_phones, role_users,
     assert abs(left - x) <= 2 and abs(top - y) <= 2
     page.wait_for_function("document.querySelector('[data-testid=screen-message]').textContent.includes('no_lease')")
     page.close()
+
+
+def test_a_phone_that_does_not_answer_has_a_picture_that_says_so(client_as):
+    # Nothing listens on this ADB port: the run page's thumbnail is a picture saying so, not an error.
+    from io import BytesIO
+
+    from PIL import Image
+
+    from tests.conftest import free_port
+
+    device = Device.objects.create(serial="gone-0001", adb_server=f"127.0.0.1:{free_port()}")
+    response = client_as("manager").get(f"/devices/{device.pk}/thumbnail.jpg")
+    assert response.status_code == 200 and response["Content-Type"] == "image/jpeg"
+    assert response["X-Phone-Unavailable"]
+    assert Image.open(BytesIO(response.content)).size == (180, 360)
+    assert client_as("annotator").get(f"/devices/{device.pk}/thumbnail.jpg").status_code == 403
