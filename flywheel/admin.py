@@ -1,6 +1,11 @@
+"""Django admin for flywheel. Records a workflow owns (trajectories, steps, votes, verdicts, repairs,
+pool entries, runs, exploration output) are shown read-only: edited here they would bypass the workflow's
+checks, transaction and events. Queries, apps and function trees stay editable (with their checks).
+"""
 from django import forms
 from django.contrib import admin
 
+from accounts.read_only_admin import ReadOnlyAdmin, ReadOnlyInline
 from flywheel import models as m
 from flywheel.queries.vocabulary import vocabulary_errors
 
@@ -41,21 +46,18 @@ class QueryAdmin(admin.ModelAdmin):
     inlines = [QueryAppInline, QueryFunctionInline]
 
 
-class StepInline(admin.TabularInline):
+class StepInline(ReadOnlyInline):
     model = m.Step
-    extra = 0
     fields = ["index", "foreground_package", "executed_action", "label_masked"]
-    readonly_fields = fields
     show_change_link = True
 
 
-class VoteInline(admin.TabularInline):
+class VoteInline(ReadOnlyInline):
     model = m.Vote
-    extra = 0
 
 
 @admin.register(m.Trajectory)
-class TrajectoryAdmin(admin.ModelAdmin):
+class TrajectoryAdmin(ReadOnlyAdmin):
     list_display = ["id", "query", "line", "status", "verdict", "destination", "started_at"]
     list_filter = ["line", "status", "stop_kind", "verdict", "destination"]
     raw_id_fields = ["query", "run", "device", "model_version", "annotator"]
@@ -63,7 +65,7 @@ class TrajectoryAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.Step)
-class StepAdmin(admin.ModelAdmin):
+class StepAdmin(ReadOnlyAdmin):
     list_display = ["trajectory", "index", "foreground_package", "label_masked"]
     raw_id_fields = ["trajectory"]
 
@@ -81,7 +83,12 @@ class FunctionNodeAdmin(admin.ModelAdmin):
     raw_id_fields = ["parent", "reuse_of"]
 
 
-for model in (m.GemPage, m.Edge, m.ModelVersion, m.CollectionRun, m.Vote, m.Verdict,
-              m.Adjudication, m.Attribution, m.Repair, m.CptEntry, m.SftEntry, m.RlQueryEntry,
-              m.RlRollout):
-    admin.site.register(model)
+# Model versions carry their endpoint and sampling settings, which an admin sets here.
+admin.site.register(m.ModelVersion)
+
+# Owned by their workflows (collection, judging, adjudication, repair, the pools, the loop, exploration,
+# calibration, the ledger): shown, never added, changed or deleted here.
+for model in (m.GemPage, m.Edge, m.CollectionRun, m.Vote, m.Verdict, m.Adjudication, m.Attribution, m.Repair,
+              m.CptEntry, m.SftEntry, m.RlQueryEntry, m.RlRollout, m.EvolutionLoop, m.LoopRound, m.ExplorationRun,
+              m.GenerationRun, m.RuleFlag, m.CalibrationRound, m.Tally, m.TallyMark, m.LedgerSnapshot):
+    admin.site.register(model, ReadOnlyAdmin)

@@ -31,6 +31,7 @@ from flywheel.pools.rl import bank_phase0
 from flywheel.repair.loop import advance_loop, cancel_loop, newer_model, pool_sizes, start_loop
 from flywheel_demo.models import DemoRun
 from flywheel_demo.report import build_report, write_report
+from training import runs as training_runs
 from training.compact import CompactTrainingError, train_compact
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ def clean_demo_config(raw: dict | None) -> dict:
 def start_demo(user=None, config: dict | None = None) -> DemoRun:
     """A new demo run (ValidationError for a bad setting, or while another demo is live)."""
     config = clean_demo_config(config)
+    if not training_runs.training_extras_installed():  # every round trains: refuse before anything starts
+        raise ValidationError(training_runs.INSTALL_HINT)
     if DemoRun.objects.filter(status__in=DemoRun.LIVE).exists():
         raise ValidationError("a flywheel demo is already running: follow it, or cancel it first")
     demo = DemoRun.objects.create(config=config, created_by=user if getattr(user, "pk", None) else None,
@@ -104,6 +107,7 @@ def _run_ids(demo) -> list[int]:
 
 
 def advance_demo(demo_id: int) -> DemoRun | None:
+    demo = None
     try:
         with transaction.atomic():
             demo = DemoRun.objects.select_for_update().filter(pk=demo_id).first()
@@ -118,13 +122,15 @@ def advance_demo(demo_id: int) -> DemoRun | None:
     except (DemoError, CompactTrainingError, EvaluationRefused, ValidationError) as error:
         message = " ".join(error.messages) if isinstance(error, ValidationError) else str(error)
         failed = DemoRun.objects.filter(pk=demo_id, status__in=DemoRun.LIVE).update(
-            status=DemoRun.Status.FAILED, error=message, detail=f"failed: {message}"[:300], finished_at=timezone.now())
+            status=DemoRun.Status.FAILED, error=message, finished_at=timezone.now(),
+            detail=f"stopped during {demo.stage}" if demo else "stopped")
         if failed:  # what it started stops too (collected data stays)
             _stop_started(DemoRun.objects.get(pk=demo_id))
-    except Exception as error:  # a bug or a lost connection: tried again at the next step
+    except Exception:  # a bug or a lost connection: tried again at the next step; the traceback is logged
         log.exception("flywheel demo %s could not advance", demo_id)
         DemoRun.objects.filter(pk=demo_id, status__in=DemoRun.LIVE).update(
-            detail=f"error: {type(error).__name__}: {error}; tried again at the next step"[:300])
+            detail="an unexpected error interrupted this step; it is tried again at the next step "
+                   "(the worker's log has the details)")
     return DemoRun.objects.filter(pk=demo_id).first()
 
 

@@ -15,6 +15,7 @@ from benchmark.charts import bar
 from flywheel_demo.models import DemoRun
 from flywheel_demo.orchestrator import DEFAULTS, cancel_demo, start_demo
 from flywheel_demo.report import reports_directory, stored_reports
+from training import runs as training_runs
 
 
 def sr_chart(report: dict) -> dict | None:
@@ -43,7 +44,8 @@ def demo_home(request):
     latest = demos[0] if demos else None
     return render(request, "flywheel_demo/home.html", {
         **_context(latest), "demos": demos, "reports": stored_reports(), "defaults": DEFAULTS,
-        "reports_directory": reports_directory()})
+        "reports_directory": reports_directory(),
+        "extras_installed": training_runs.training_extras_installed(), "install_hint": training_runs.INSTALL_HINT})
 
 
 @role_required(MANAGER, ADMIN)

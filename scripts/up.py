@@ -11,6 +11,7 @@ Each checks the database and Redis first and exits non-zero saying what is wrong
 It stays in the foreground and restarts a process that dies, with backoff (1 s, doubling to 60 s;
 reset once it has run a minute), instead of stopping the console. Ctrl-C stops all of them.
 """
+import importlib.util
 import json
 import os
 import re
@@ -262,8 +263,16 @@ def role_worker(supervisor, env):
     print("\nThe worker is serving. Ctrl-C stops it.\n", flush=True)
 
 
+def warn_without_training_extras(role):
+    """`make up`, central and worker install them; started some other way, say what the pages will say."""
+    if role != "phone-host" and any(importlib.util.find_spec(name) is None for name in ("torch", "transformers")):
+        print("Training extras: not installed here; the demo and training pages cannot launch until you run "
+              "`make install-training`", flush=True)
+
+
 def main(role):
     VAR.mkdir(exist_ok=True)
+    warn_without_training_extras(role)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     supervisor = Supervisor()
     try:

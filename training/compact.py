@@ -16,6 +16,7 @@ the call, keyed by the round (the model's name), so asking again returns the sam
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -27,8 +28,11 @@ from django.db import IntegrityError, transaction
 from flywheel.models import ModelVersion
 from flywheel.policies.compact_features import SCALARS, featurize, prompt_parts, target_index
 from flywheel.policies.protocol import ProtocolError, parse_output
+from training import runs
 from training.models import DataSnapshot
 from training.snapshots import create_snapshot
+
+log = logging.getLogger(__name__)
 
 FEATURES = SCALARS
 DEFAULT_EPOCHS = 40
@@ -89,14 +93,18 @@ def run_trainer(data_path: Path, out: Path, parent: ModelVersion | None, epochs:
                "--epochs", str(epochs), "--seed", str(seed)]
     if parent is not None and parent.kind == ModelVersion.Kind.COMPACT and parent.artifact:
         command += ["--init", parent.artifact]
+    if not runs.training_extras_installed():
+        raise CompactTrainingError(f"the training extras are not installed on the worker: run "
+                                   f"`{runs.INSTALL_COMMAND}` there, then start again")
     try:
         done = subprocess.run(command, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=TRAIN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise CompactTrainingError(f"the compact trainer ran past {TRAIN_TIMEOUT_S} s") from None
     if done.returncode != 0:
-        tail = (done.stderr or done.stdout or "").strip().splitlines()[-3:]
-        hint = " (install the training extras: make install-training)" if "torch" in " ".join(tail) else ""
-        raise CompactTrainingError(f"the compact trainer exited {done.returncode}: {' | '.join(tail)}{hint}")
+        # The trainer's traceback is for the logs; the message is read on the demo and loop pages.
+        log.error("the compact trainer exited %s:\n%s", done.returncode, done.stderr or done.stdout)
+        raise CompactTrainingError(f"the compact trainer stopped with an error (exit code {done.returncode}); "
+                                   "the worker's log has the details")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -99,6 +99,9 @@ def _preview(snapshot: DataSnapshot) -> list[dict]:
 @role_required(MANAGER, ADMIN)
 @require_POST
 def run_create(request):
+    if not training_extras_installed():  # the page disables the button; a stale page is refused here
+        messages.error(request, f"Run not launched: {INSTALL_HINT}")
+        return redirect("training-home")
     stage = request.POST.get("stage", "")
     snapshot = DataSnapshot.objects.filter(pk=request.POST.get("snapshot") or 0).first()
     base = ModelVersion.objects.filter(pk=request.POST.get("base_model") or 0).first()

@@ -16,17 +16,24 @@ def query_features(query: Query) -> list[str]:
                             query.function_links.count())
 
 
+def phase0_candidates():
+    """The queries Phase 0 looks at: not in the RL pool yet, not held out for the benchmark."""
+    return Query.objects.filter(rl_entry__isnull=True, evaluation_only=False)
+
+
 def bank_phase0(queries=None) -> int:
-    """Phase 0: bank naturally difficult queries by objective features, before any policy exists."""
+    """Phase 0: bank naturally difficult queries by objective features, before any policy exists.
+    The one service behind `manage.py rl_pool bank` and the loop page's button; all or nothing."""
     banked = 0
-    for query in (queries if queries is not None else Query.objects.filter(rl_entry__isnull=True)):
-        if query.evaluation_only:  # held out for the benchmark: never trained on
-            continue
-        features = query_features(query)
-        if features and not RlQueryEntry.objects.filter(query=query).exists():
-            RlQueryEntry.objects.create(query=query, state=RlQueryEntry.State.BANKED, channel="phase0",
-                                        phase0_features={"features": features})
-            banked += 1
+    with transaction.atomic():
+        for query in (queries if queries is not None else phase0_candidates()):
+            if query.evaluation_only:  # held out for the benchmark: never trained on
+                continue
+            features = query_features(query)
+            if features and not RlQueryEntry.objects.filter(query=query).exists():
+                RlQueryEntry.objects.create(query=query, state=RlQueryEntry.State.BANKED, channel="phase0",
+                                            phase0_features={"features": features})
+                banked += 1
     return banked
 
 

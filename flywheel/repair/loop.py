@@ -57,8 +57,9 @@ Status = EvolutionLoop.Status
 LIVE = (Status.QUEUED, Status.RUNNING)
 FAILED = (Outcome.FALSE, Outcome.ENV_ERROR)
 NO_TRAINER = "stopped before training: no training run is available (training issue)"
-EMPTY_POOL = ("The RL query pool has no active or banked query to roll out. Bank Phase-0 queries "
-              "(python manage.py rl_pool bank), or let counterfactual derivation add queries, then start the loop.")
+EMPTY_POOL = ("The RL query pool has no active or banked query to roll out. Bank Phase-0 queries first (the "
+              "button on the Self-evolution loops page), or let counterfactual derivation add queries, then start "
+              "the loop.")
 # name: (lowest, default, highest) — whole numbers
 # wait_for_people: 1 = an Undetermined rollout holds its round until a person adjudicates it; 0 = the
 # round goes on without it (it stays in the adjudication queue), for a loop nobody attends.

@@ -5,6 +5,7 @@ from flywheel.repair import loop_views as views
 
 urlpatterns = [
     path("", views.loop_list, name="loop-list"),
+    path("bank/", views.loop_bank, name="loop-bank"),
     path("<int:loop_id>/", views.loop_detail, name="loop-detail"),
     path("<int:loop_id>/cancel/", views.loop_cancel, name="loop-cancel"),
 ]

@@ -1,6 +1,7 @@
 """Self-evolution loop pages (managers): start a loop, watch its rounds and salvage yield, cancel."""
 from django.contrib import messages
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -9,6 +10,7 @@ from devices.models import Device
 from flywheel.collection.launch import select_queries
 from flywheel.models import EvolutionLoop, ModelVersion
 from flywheel.polling import render_live
+from flywheel.pools.rl import bank_phase0, phase0_candidates
 from flywheel.repair.loop import (
     EMPTY_POOL,
     LIVE,
@@ -52,7 +54,26 @@ def loop_list(request):
         "limits": LOOP_FIELDS, "pools": pool_sizes(), "pool_ready": select_queries({"pool": "rl"}).exists(),
         "empty_pool": EMPTY_POOL, "trainer": trainer, "no_trainer": why,
         "idle_phones": Device.objects.filter(status=Device.Status.IDLE).count(),
+        "phase0_candidates": phase0_candidates().count(),
     })
+
+
+@role_required(MANAGER)
+@require_POST
+def loop_bank(request):
+    """Phase 0 from the browser: what `manage.py rl_pool bank` does, through the same service."""
+    candidates = phase0_candidates().count()
+    with transaction.atomic():
+        banked = bank_phase0()
+    if banked:
+        messages.success(request, f"Phase 0: {banked} of {candidates} queries not yet in the RL pool banked "
+                                  f"as naturally difficult; the rest stay out until a policy's rollouts admit them.")
+    elif candidates:
+        messages.info(request, f"Phase 0: none of the {candidates} queries not yet in the RL pool is naturally "
+                               "difficult, so none was banked; rollouts of a model admit queries later.")
+    else:
+        messages.info(request, "Phase 0: every query is already in the RL pool or held out; nothing to bank.")
+    return redirect("loop-list")
 
 
 def _round_rows(loop):

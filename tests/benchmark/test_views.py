@@ -15,6 +15,7 @@ from benchmark.presets import VBENCH
 from flywheel.models import ModelVersion, Trajectory
 from flywheel.policies import default_policy_version
 from tests.benchmark.conftest import make_benchmark_query
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.django_db
 
@@ -148,7 +149,8 @@ def test_the_versions_page_says_what_to_do_when_empty(client_as):
     response = client_as("manager").get("/benchmarks/")
     assert response.status_code == 200
     page = text_of(response)
-    assert "No frozen version yet" in page and "manage.py import_benchmark --farm simfarm/tasks/tasks.jsonl" in page
+    assert "No frozen version yet" in page and 'action="/benchmarks/import-farm/"' in response.content.decode()
+    assert "manage.py" not in page
 
 
 def test_the_versions_page_lists_versions_with_counts_and_latest_sr(client_as, role_users):
@@ -418,7 +420,7 @@ def test_a_query_frozen_into_a_parent_keeps_its_text_in_a_derived_version(client
 def test_the_review_page_of_an_empty_version_says_what_to_do(client_as):
     benchmark = versions.create_version("empty", "v1", {})
     page = text_of(client_as("adjudicator").get(f"/benchmarks/{benchmark.pk}/review/"))
-    assert "has no queries to review yet" in page and "import_benchmark --farm" in page
+    assert "has no queries to review yet" in page and "a manager can import the farm's task set" in page
 
 
 # ---- evaluation runs ----
@@ -473,7 +475,8 @@ def test_the_run_exports_download(client_as, role_users):
 
 def test_the_run_pages_say_what_to_do_when_empty(client_as, role_users):
     client = client_as("manager")
-    assert "No frozen version yet: import the farm's task set" in text_of(client.get("/benchmarks/runs/"))
+    page = text_of(client.get("/benchmarks/runs/"))
+    assert "No frozen version yet" in page and 'data-testid="farm-import"' in page and "manage.py" not in page
     benchmark = frozen_version(role_users["manager"])
     assert "No evaluation run yet: open a frozen version" in text_of(client.get("/benchmarks/runs/"))
     run = launch_evaluation(benchmark, default_policy_version(), dispatch=False)
@@ -566,7 +569,7 @@ def test_the_expert_queue_walks_results_and_lists_versions_in_review(client_as, 
 def test_the_dashboards_say_what_to_do_when_empty(client_as, role_users):
     client = client_as("manager")
     page = text_of(client.get("/benchmarks/dashboards/"))
-    assert "No frozen version yet: import the farm's task set with" in page and "import_benchmark --farm" in page
+    assert "No frozen version yet" in page and "Import the farm's task set" in page and "manage.py" not in page
     frozen_version(role_users["manager"])
     page = text_of(client.get("/benchmarks/dashboards/"))
     assert "No finished evaluation run yet" in page
@@ -611,3 +614,19 @@ def test_the_dashboards_chart_sr_over_time_and_compare_two_versions(client_as, r
     assert srs["Path complexity: simple ≤5 steps"] == 1.0 and srs["Path complexity: complex >10 steps"] == 0.0
     assert srs["Intent dependency: single"] == 0.5
     assert f"(#{new.pk}, bench v2) → " in text_of(response)
+
+
+def test_a_manager_imports_the_farms_task_set_with_a_button(client_as, tmp_path, monkeypatch):
+    from benchmark import views
+
+    lines = (ROOT / "simfarm/tasks/tasks.jsonl").read_text().splitlines()[:6]
+    (tmp_path / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(views, "FARM_TASKS", tmp_path / "tasks.jsonl")
+    assert client_as("adjudicator").post("/benchmarks/import-farm/").status_code == 403
+    assert not Benchmark.objects.exists()
+    answer = client_as("manager").post("/benchmarks/import-farm/", follow=True)
+    benchmark = Benchmark.objects.get(name="farm-tasks")
+    assert benchmark.frozen and benchmark.items.count() == 6
+    assert answer.redirect_chain[-1][0] == f"/benchmarks/{benchmark.pk}/" and "open queries" in text_of(answer)
+    again = client_as("manager").post("/benchmarks/import-farm/", follow=True)
+    assert "is there already" in text_of(again) and Benchmark.objects.count() == 1

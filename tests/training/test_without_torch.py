@@ -26,12 +26,17 @@ SCRIPT = textwrap.dedent("""
     from django.test import Client
     manager = User.objects.create_user("pm", password="x")
     manager.groups.add(Group.objects.get_or_create(name="manager")[0])
+    from flywheel.models import ModelVersion
+    ModelVersion.objects.create(name="m0")  # so the launch form, and its button, are there
     client = Client()
     client.force_login(manager)
     page = client.get("/training/")
     assert page.status_code == 200, page.status_code
     text = page.content.decode()
-    assert "make install-training" in text and "requirements-training.txt" in text, text[:500]
+    assert "make install-training" in text and 'data-testid="training-launch" disabled' in text, text[:500]
+    demo = client.get("/flywheel-demo/").content.decode()
+    assert 'data-testid="install-hint"' in demo and "make install-training" in demo, demo[:500]
+    assert 'data-testid="demo-start" disabled' in demo, demo[:500]
     assert client.get("/", follow=True).status_code == 200
     print("started without torch")
 """)

@@ -81,7 +81,7 @@ def two_queries():
 
 
 def test_a_loop_needs_something_to_roll_out(manager):
-    with pytest.raises(ValidationError, match="rl_pool bank"):
+    with pytest.raises(ValidationError, match="Bank Phase-0 queries"):
         start_loop(manager, None, {"rounds": 1})
     pool_query("retired", state="retired")
     with pytest.raises(ValidationError, match="no active or banked"):
@@ -323,7 +323,8 @@ def test_the_pages_are_for_managers_only(client, role_users):
 def test_the_empty_page_says_how_to_start_and_refuses_an_empty_pool(client, manager):
     client.force_login(manager)
     page = client.get("/loops/").content.decode()
-    assert "No loops yet" in page and "rl_pool bank" in page and "Start loop" in page
+    assert "No loops yet" in page and "Bank Phase-0 queries" in page and "Start loop" in page
+    assert "manage.py" not in page and 'data-testid="nothing-to-bank"' in page
     assert 'data-testid="empty-pool"' in page and NO_TRAINER in page
     answer = client.post("/loops/", {"rounds": "2", "group_size": "2"}, follow=True).content.decode()
     assert "Not started" in answer and "no active or banked query" in answer
