@@ -239,6 +239,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SERVE_PERMISSIONS": ["accounts.roles.HasAnyRole"],
+    # The docs pages load nothing from outside: no online validator badge, system fonts for ReDoc
+    # (templates/drf_spectacular/redoc.html drops the package's Google Fonts link).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+    "REDOC_UI_SETTINGS": {"theme": {"typography": {
+        "fontFamily": 'system-ui, -apple-system, "Segoe UI", sans-serif',
+        "headings": {"fontFamily": 'system-ui, -apple-system, "Segoe UI", sans-serif'},
+        "code": {"fontFamily": "ui-monospace, Menlo, Consolas, monospace"}}}},
 }
 
 # Phones: every phone host this process reaches. An entry is `host:port` of an ADB server, or

@@ -2,6 +2,8 @@
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
@@ -16,7 +18,15 @@ router = DefaultRouter()
 for api_module in (flywheel.api, devices.api, annotation.api, benchmark.api, training.api):
     api_module.register(router)
 
+
+def favicon(request):
+    """Browsers ask for /favicon.ico whatever a page links (the API docs, a raw /metrics): the
+    console's icon, public like every static file."""
+    return redirect(static("favicon.svg"))
+
+
 urlpatterns = [
+    path("favicon.ico", favicon, name="favicon"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("accounts.urls")),

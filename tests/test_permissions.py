@@ -8,9 +8,9 @@ from accounts.roles import ROLES
 
 pytestmark = pytest.mark.django_db
 
-# The only routes open to everyone: logging in/out, the monitoring probe, static assets.
+# The only routes open to everyone: logging in/out, the monitoring probe, static assets (the icon).
 # The one-time password links are opened signed out: the token in the link is the check.
-PUBLIC = {"login/", "logout/", "healthz", "password/<uidb64>/<token>/", "password/done/"}
+PUBLIC = {"login/", "logout/", "healthz", "favicon.ico", "password/<uidb64>/<token>/", "password/done/"}
 
 
 def all_routes(patterns=None, prefix=""):
