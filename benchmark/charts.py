@@ -4,7 +4,10 @@ Each chart is a dict that the page embeds with `json_script` and static/js/bench
 the same rows are shown as an HTML table next to it, so nothing is only in a picture.
 
     {"type": "bar" | "line", "labels": [...], "datasets": [{"label", "data"}], "percent": bool,
-     "horizontal": bool, "time": bool}
+     "horizontal": bool, "time": bool, "fit": bool, "axes": {"x": title, "y": title}}
+`fit`: the value axis spans the data's range (padded) instead of starting at zero. The script labels
+every bar (it wraps long labels and grows a horizontal chart with its rows) and scales a time axis
+to the points' own span.
 A time chart's points are {"x": milliseconds since the epoch, "y": value, "title": what the point is}.
 """
 from benchmark.rules.metric_system import BY_KEY, DIMENSIONS, QUOTA_DIMENSIONS, VALUE_LABELS
@@ -18,9 +21,9 @@ def dimension_label(key) -> str:
     return BY_KEY[key].label if key in BY_KEY else str(key)
 
 
-def bar(labels, datasets, percent=True, horizontal=False) -> dict:
+def bar(labels, datasets, percent=True, horizontal=False, axes=None) -> dict:
     return {"type": "bar", "labels": list(labels), "datasets": datasets, "percent": percent,
-            "horizontal": horizontal, "time": False}
+            "horizontal": horizontal, "time": False, "axes": axes or {}}
 
 
 def quota_groups(drift_rows: list[dict], tolerance: float = 0.05) -> list[dict]:
@@ -72,13 +75,14 @@ def dimension_rows(by_dimension: dict) -> list[dict]:
 
 def dimension_chart(rows: list[dict]) -> dict:
     return bar([f"{r['dimension_label']}: {r['value_label']}" for r in rows],
-               [{"label": "SR", "data": [r["sr"] for r in rows]}], horizontal=True)
+               [{"label": "SR", "data": [r["sr"] for r in rows]}], horizontal=True, axes={"x": "success rate"})
 
 
 def comparison_chart(rows: list[dict], label_a: str, label_b: str) -> dict:
     return bar([f"{dimension_label(r['dimension'])}: {value_label(r['value'])}" for r in rows],
                [{"label": label_a, "data": [r["sr_a"] for r in rows]},
-                {"label": label_b, "data": [r["sr_b"] for r in rows]}], horizontal=True)
+                {"label": label_b, "data": [r["sr_b"] for r in rows]}], horizontal=True,
+               axes={"x": "success rate"})
 
 
 def time_series(runs, key_of, label_of, value_of) -> dict:
@@ -92,10 +96,11 @@ def time_series(runs, key_of, label_of, value_of) -> dict:
         dataset["data"].append({"x": int(run.finished_at.timestamp() * 1000), "y": value,
                                 "title": f"eval #{run.pk}: {run.model_version} on {run.benchmark}"})
     return {"type": "line", "labels": [], "datasets": list(series.values()), "percent": True, "horizontal": False,
-            "time": True}
+            "time": True, "axes": {"x": "finished", "y": "success rate"}}
 
 
 def per_run_chart(runs, fields: dict) -> dict:
     """One bar group per run, one bar per field ({label: function of the run})."""
     return bar([f"#{run.pk}" for run in runs],
-               [{"label": label, "data": [of(run) for run in runs]} for label, of in fields.items()])
+               [{"label": label, "data": [of(run) for run in runs]} for label, of in fields.items()],
+               axes={"x": "evaluation run"})

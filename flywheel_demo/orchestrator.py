@@ -233,9 +233,7 @@ def _report(demo) -> bool:
             f"{e.model_version} {e.completed}/{e.total}" for e in waiting))
     demo.report = build_report(demo)
     demo.report_path = str(write_report(demo))
-    figures = demo.report["figures"]
-    _finish(demo, DemoRun.Status.DONE, f"done: SR {figures['sr_round0']} → {figures['sr_round1']} → "
-                                       f"{figures['sr_round3']} in {figures['minutes']} min")
+    _finish(demo, DemoRun.Status.DONE, f"done: {demo.report['summary']}")
     return False
 
 

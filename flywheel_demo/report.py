@@ -77,7 +77,9 @@ def build_report(demo) -> dict:
     started = demo.started_at or demo.created_at
     minutes = round((timezone.now() - started).total_seconds() / 60, 2)
     sr = {n: by_round[n].get("sr") for n in by_round}
-    figures = {"sr_round0": sr.get(0), "sr_round1": sr.get(1), "sr_round3": sr.get(last),
+    # The last round is named by its number (sr_round3 after the default two loop rounds), so a
+    # shorter or longer demo never reports a round it did not run.
+    figures = {"sr_round0": sr.get(0), "sr_round1": sr.get(1), f"sr_round{last}": sr.get(last), "last_round": last,
                "salvage_yield": salvage_yield(failed_total, dict(salvaged)),
                "minutes": minutes, "held_out_tasks": by_round[0].get("tasks")}
 
@@ -96,16 +98,37 @@ def build_report(demo) -> dict:
             "benchmark": demo.state.get("benchmark"), "open_queries": demo.state.get("open_queries"),
             "held_out_queries": demo.state.get("held_out_queries"), "rl_banked": demo.state.get("banked"),
             "rounds": rounds, "ablation": ablation, "gains": gains, "figures": figures,
-            "targets": TARGETS, "met": met, "line": last_line(figures)}
+            "targets": TARGETS, "met": met, "line": last_line(figures),
+            "summary": summary({"rounds": rounds, "figures": figures})}
 
 
 def last_line(figures: dict) -> str:
+    """The machine-read last line of `make flywheel-demo`; its SR keys are the rounds that ran."""
     def show(value):
         return "n/a" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
-    return (f"flywheel: sr_round0={show(figures['sr_round0'])} sr_round1={show(figures['sr_round1'])} "
-            f"sr_round3={show(figures['sr_round3'])} salvage_yield={show(figures['salvage_yield'])} "
-            f"minutes={show(figures['minutes'])}")
+    rounds = sorted({0, 1, figures.get("last_round", 1)})
+    srs = " ".join(f"sr_round{n}={show(figures.get(f'sr_round{n}'))}" for n in rounds)
+    return (f"flywheel: {srs} salvage_yield={show(figures.get('salvage_yield'))} "
+            f"minutes={show(figures.get('minutes'))}")
+
+
+def summary(report: dict) -> str:
+    """The report in words for the page, from the rounds that actually ran (a kept report of any
+    age reads right): "Held-out SR: round 0 0% → round 1 25% → round 2 50% · salvage yield 80% · 9.5 min"."""
+    def percent(value):
+        return "not evaluated" if value is None else f"{100 * value:.0f}%"
+
+    rounds = [row for row in report.get("rounds") or [] if isinstance(row, dict) and "round" in row]
+    if not rounds:
+        return ""
+    parts = ["Held-out SR: " + " → ".join(f"round {row['round']} {percent(row.get('sr'))}" for row in rounds)]
+    figures = report.get("figures") or {}
+    if isinstance(figures.get("salvage_yield"), (int, float)):
+        parts.append(f"salvage yield {percent(figures['salvage_yield'])}")
+    if isinstance(figures.get("minutes"), (int, float)):
+        parts.append(f"{figures['minutes']:g} min")
+    return " · ".join(parts)
 
 
 def write_report(demo) -> Path:
@@ -146,7 +169,8 @@ def stored_reports(limit: int = 50) -> list[dict]:
     found = []
     for path in sorted(directory.glob("flywheel-demo-*.json"), key=lambda p: p.name, reverse=True)[:limit]:
         try:
-            found.append({"name": path.name, **json.loads(path.read_text())})
+            report = json.loads(path.read_text())
+            found.append({"name": path.name, **report, "summary": summary(report)})
         except (OSError, ValueError) as error:
             found.append({"name": path.name, "problem": str(error)})
     return found

@@ -8,7 +8,8 @@ runs flywheel_demo's rounds through them (flywheel_demo/orchestrator.py) and pri
 
 Every run's report is kept in var/flywheel-demo/ (FLYWHEEL_DEMO_REPORTS); the console's Flywheel demo
 page lists them. Ends with one line:
-`flywheel: sr_round0=<n> sr_round1=<n> sr_round3=<n> salvage_yield=<n> minutes=<n>`.
+`flywheel: sr_round0=<n> sr_round1=<n> sr_round<last>=<n> salvage_yield=<n> minutes=<n>` (<last> is the last round
+that ran: 3 with the default two loop rounds).
 """
 import os
 import shutil

@@ -119,7 +119,10 @@ def _curve_chart(run: TrainingRun) -> dict | None:
     points = [p for p in run.metrics or [] if p.get("loss") is not None]
     if not points:
         return None
-    return {"type": "line", "labels": [p["step"] for p in points],
+    # The loss axis spans the losses seen (not 0..max): a falling curve is seen falling.
+    # (the chart format of benchmark/charts.py, which training may not import)
+    return {"type": "line", "labels": [p["step"] for p in points], "percent": False, "fit": True,
+            "axes": {"x": "training step", "y": "loss"},
             "datasets": [{"label": "loss", "data": [round(float(p["loss"]), 5) for p in points]}]}
 
 

@@ -1,5 +1,6 @@
 """A real browser draws the benchmark charts with the vendored Chart.js, served from /static/, and scores a
 split verdict from the keyboard."""
+import re
 from urllib.parse import urlparse
 
 import pytest
@@ -78,4 +79,43 @@ def test_the_dashboards_and_the_run_page_draw_their_charts_from_local_files(role
     assert asgi_server + "/static/js/benchmark_charts.js" in scripts
     server = urlparse(asgi_server).netloc
     assert {urlparse(url).netloc for url in requests if url.startswith("http")} == {server}, "no external request"
+    page.close()
+
+
+def test_every_bar_keeps_its_label_and_axes_span_the_data(role_users, asgi_server, browser):
+    """The SR-by-dimension bars each have their own label (none skipped), a lone run's SR-over-time
+    axis spans a day or so around it with readable dates, and a loss curve's axis fits its losses."""
+    manager = role_users["manager"]
+    benchmark = frozen_version(manager)
+    evaluation_with(benchmark, ["success", "failure", "success"])
+
+    page = browser.new_page()
+    page.goto(asgi_server + "/login/")
+    page.fill("input[name=username]", manager.username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(asgi_server + "/dashboard/")
+    page.goto(asgi_server + "/benchmarks/dashboards/")
+    canvas = page.locator('canvas[data-chart="dimension-chart"]')
+    canvas.wait_for()
+    page.wait_for_function("() => document.querySelector('canvas[data-chart=\"dimension-chart\"]').dataset.drawn")
+    drawn = canvas.evaluate("""(c) => { const chart = window.Chart.getChart(c);
+        return {labels: chart.data.labels.length, ticks: chart.scales.y.ticks.length,
+                tickLabels: chart.scales.y.ticks.map((t) => String(chart.scales.y.getLabelForValue(t.value)))}; }""")
+    assert drawn["labels"] > 4, drawn
+    assert drawn["ticks"] == drawn["labels"], "every bar has its label"
+
+    timeline = page.locator('canvas[data-chart="sr-by-model-chart"]')
+    axis = timeline.evaluate("""(c) => { const x = window.Chart.getChart(c).scales.x;
+        return {span: x.max - x.min,
+                label: x.options.ticks.callback.call(x, x.ticks[0].value)}; }""")
+    assert axis["span"] <= 2 * 86_400_000, "one point: a window of about a day, not years"
+    assert re.fullmatch(r"\d{1,2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}", axis["label"]), axis
+
+    # The loss chart's axis is fitted to the losses with a little room, not drawn from zero.
+    spec = {"type": "line", "labels": [1, 2, 3], "percent": False, "fit": True, "axes": {"x": "step", "y": "loss"},
+            "datasets": [{"label": "loss", "data": [2.0, 1.9, 1.8]}]}
+    scale = page.evaluate("(spec) => window.BenchmarkCharts.config(spec).options.scales", spec)
+    assert 1.7 < scale["y"]["min"] < 1.8 and 2.0 < scale["y"]["max"] < 2.1
+    assert scale["y"]["title"] == {"display": True, "text": "loss"}
     page.close()

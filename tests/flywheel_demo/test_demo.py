@@ -12,7 +12,7 @@ from benchmark.models import EvalRun
 from flywheel.models import CollectionRun, EvolutionLoop, ModelVersion, SftEntry
 from flywheel_demo.models import DemoRun
 from flywheel_demo.orchestrator import advance_demo, clean_demo_config, start_demo
-from flywheel_demo.report import last_line, stored_reports
+from flywheel_demo.report import last_line, stored_reports, summary
 from tests.conftest import ROOT
 
 WORKER_ENV = {"ECDM_AUTOMATIC": "1", "ECDM_REPLAY": "0"}
@@ -76,6 +76,18 @@ def test_the_demo_runs_every_round_through_the_services(demo_settings, farm_sett
     assert chart.startswith("<svg") and f"/{held_out})" in chart and "no ECDM data" in chart
 
 
+def test_the_last_line_names_the_rounds_that_ran():
+    two_loop_rounds = {"sr_round0": 0.0, "sr_round1": 0.1, "sr_round3": 0.3, "last_round": 3, "salvage_yield": 0.5,
+                       "minutes": 7.0}
+    assert last_line(two_loop_rounds) == "flywheel: sr_round0=0 sr_round1=0.1 sr_round3=0.3 salvage_yield=0.5 minutes=7"
+    one_loop_round = {"sr_round0": 0.0, "sr_round1": 0.1, "sr_round2": 0.2, "last_round": 2, "salvage_yield": None,
+                      "minutes": 3.5}
+    line = last_line(one_loop_round)
+    assert line == "flywheel: sr_round0=0 sr_round1=0.1 sr_round2=0.2 salvage_yield=n/a minutes=3.5"
+    assert summary({"rounds": [{"round": 0, "sr": 0.0}, {"round": 1, "sr": 0.1}, {"round": 2, "sr": None}],
+                    "figures": one_loop_round}) == "Held-out SR: round 0 0% → round 1 10% → round 2 not evaluated · 3.5 min"
+
+
 def test_a_bad_setting_or_a_second_live_demo_is_refused(db):
     from django.core.exceptions import ValidationError
 
@@ -98,14 +110,16 @@ def test_the_page_is_for_managers_and_shows_runs_and_kept_reports(client_as, db,
     manager = client_as("manager")
     page = manager.get(url).content.decode()
     assert "No demo has run on this console yet" in page and "No report is kept yet" in page
-    figures = {"sr_round0": 0.0, "sr_round1": 0.25, "sr_round3": 0.5, "salvage_yield": 0.8, "minutes": 9.5}
+    figures = {"sr_round0": 0.0, "sr_round1": 0.25, "last_round": 1, "salvage_yield": 0.8, "minutes": 9.5}
     kept = {"demo": 7, "rounds": [{"round": 0, "sr": 0.0, "tasks": 4, "successes": 0},
                                   {"round": 1, "sr": 0.25, "tasks": 4, "successes": 1}],
             "ablation": {}, "figures": figures, "line": last_line(figures)}
     (tmp_path / "flywheel-demo-20261203-120000-7.json").write_text(json.dumps(kept))
     (tmp_path / "flywheel-demo-20261203-130000-8.json").write_text("{not json")
     page = manager.get(url).content.decode()
-    assert "flywheel: sr_round0=0 sr_round1=0.25 sr_round3=0.5 salvage_yield=0.8 minutes=9.5" in page
+    # The kept report ran rounds 0 and 1: the page names those, never a round 3 it did not run.
+    assert "Held-out SR: round 0 0% → round 1 25% · salvage yield 80% · 9.5 min" in page
+    assert "round 3" not in page and "sr_round" not in page
     assert "cannot be read" in page
     detail = manager.get(reverse("flywheel-demo-report", args=["flywheel-demo-20261203-120000-7.json"]))
     assert detail.status_code == 200 and "demo-sr-chart" in detail.content.decode()
