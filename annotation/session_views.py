@@ -17,7 +17,7 @@ from accounts.roles import ADMIN, ANNOTATOR, has_role, role_required
 from devices.actions import ACTIONS, SYSTEM_BUTTONS, TERMINATE_STATUSES
 from flywheel.collection import semi_auto
 from flywheel.collection.edits import EditError
-from flywheel.collection.semi_auto import SessionError
+from flywheel.collection.semi_auto import OutcomeUnconfirmed, SessionError
 from flywheel.models import Line, ModelVersion, Query, Trajectory
 from flywheel.policies.protocol import TAGS
 from flywheel.rules.stops import StopKind
@@ -30,6 +30,7 @@ SHORTCUTS = [
     ("G", "drag"), ("L", "long_press"), ("O", "open"), ("V", "set_scroll_widget"), ("N", "take_notes"),
     ("W", "wait"), ("E", "terminate"), ("Q", "clarify"), ("U", "call_user"),
     ("R", "edit the reasoning"), ("P", "pause / resume"), ("X", "not executable…"), ("?", "show these keys"),
+    ("F / I", "ending without success: failure / infeasible (Enter confirms, Esc goes back)"),
 ]
 
 
@@ -98,6 +99,8 @@ def session(request, pk):
                  ("execute", "prepare", "heartbeat", "pause", "resume", "leave", "not-executable")},
         "actions": list(ACTIONS), "buttons": list(SYSTEM_BUTTONS), "statuses": list(TERMINATE_STATUSES),
         "running": trajectory.status == Trajectory.Status.RUNNING,
+        # Which endings are a success (§4.3): any other asks the annotator to confirm and state it.
+        "expected_handoff": semi_auto.expected_handoff(trajectory),
     }
     return render(request, "annotation/session.html", {
         "trajectory": trajectory, "step": step, "done": done, "page": page,
@@ -168,15 +171,18 @@ def execute(request, pk):
     trajectory = _own_trajectory(request, pk)
     body = _json_body(request)
     if not isinstance(body, dict) or not isinstance(body.get("action"), dict):
-        return JsonResponse({"ok": False, "error": "send JSON: {step, action, cot, by_hand}"}, status=400)
+        return JsonResponse({"ok": False, "error": "send JSON: {step, action, cot, by_hand, reply, stated_outcome, "
+                                                   "stated_reason}"}, status=400)
     step = semi_auto.pending_step(trajectory)
     if step is None or step.index != body.get("step"):
         return JsonResponse({"ok": False, "error": "this step is no longer the one awaiting verification; reload"},
                             status=409)
     try:
         outcome = semi_auto.execute_step(step, body["action"], body.get("cot") or {}, by_hand=bool(body.get("by_hand")),
-                                         reply=str(body.get("reply") or ""))
-    except EditError as error:  # a point that is on no screen (Infinity, 1e400, ...): the request is bad
+                                         reply=str(body.get("reply") or ""),
+                                         stated=str(body.get("stated_outcome") or ""),
+                                         stated_reason=str(body.get("stated_reason") or ""), by=request.user)
+    except (EditError, OutcomeUnconfirmed) as error:  # a point on no screen (Infinity...), an unstated failure
         return JsonResponse({"ok": False, "error": str(error)}, status=400)
     except SessionError as error:
         return JsonResponse({"ok": False, "error": str(error)}, status=409)

@@ -26,7 +26,7 @@ from flywheel.collection.launch import cancel_run, dispatch_run, launch_run
 from flywheel.collection.recollection import recollect
 from flywheel.events import publish
 from flywheel.judging.terminal_checks import read_and_compare
-from flywheel.models import CollectionRun, Line, ModelVersion, Outcome, Trajectory
+from flywheel.models import CollectionRun, Destination, Line, ModelVersion, Outcome, Trajectory
 from flywheel.policies import check_endpoint_health, unservable_reason
 from flywheel.policies.protocol import system_prompt
 from flywheel.rules.stops import StopKind, holder_went_away
@@ -174,6 +174,9 @@ def record_benchmark_rollout(trajectory: Trajectory, phone):
             trajectory=trajectory, defaults={"eval_run": evaluation, "item": item, "attempt": attempt,
                                              "evidence": evidence})
         evaluation.trajectories.add(trajectory)
+        # The evaluation is its destination (set when the run created it; kept whatever made it).
+        Trajectory.objects.filter(pk=trajectory.pk).exclude(destination=Destination.BENCHMARK).update(
+            destination=Destination.BENCHMARK)
     if kind == "finished":
         judge_result(result)
         result.refresh_from_db()

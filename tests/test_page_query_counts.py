@@ -35,7 +35,7 @@ pytestmark = pytest.mark.django_db
 PAGES = {
     "/dashboard/": ("manager", 21),
     "/dashboard/counts/": ("manager", 18),
-    "/ledger/": ("manager", 10),
+    "/ledger/": ("manager", 11),  # + the benchmark rollouts left out of the failures (one count, #31)
     "/ledger/runs/{run}/": ("manager", 10),
     "/pools/": ("manager", 14),
     "/queue/": ("annotator", 10),

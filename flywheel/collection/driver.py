@@ -25,7 +25,7 @@ from flywheel.collection.engine import (
     run_trajectory,
 )
 from flywheel.collection.launch import dispatch_run, refresh_progress, run_is_cancelled
-from flywheel.models import CollectionRun, Line, Query, Trajectory
+from flywheel.models import CollectionRun, Destination, Line, Query, Trajectory
 from flywheel.policies import policy_for
 from flywheel.pools.rl import metabolize_group
 from flywheel.rules.stops import Stop, StopKind
@@ -38,9 +38,11 @@ def collect_item(run, item, device, lease):
     ended it: one that recovery ended meanwhile is recovery's to settle."""
     query = Query.objects.get(pk=item.payload["query_id"])
     recollection_of = item.payload.get("recollection_of")
+    # A benchmark rollout's destination is its evaluation from the start: never a pool, never the ECDM.
+    destination = Destination.BENCHMARK if run.line == Line.BENCHMARK else Destination.NONE
     trajectory = Trajectory.objects.create(query=query, run=run, device=device, line=run.line,
                                            model_version=run.model_version, status=Trajectory.Status.RUNNING,
-                                           recollection_of_id=recollection_of)
+                                           recollection_of_id=recollection_of, destination=destination)
     WorkItem.objects.filter(pk=item.pk).update(
         payload={**item.payload, "trajectories": [*item.payload.get("trajectories", []), trajectory.pk]})
     phone = PhoneConnection.for_device(device)

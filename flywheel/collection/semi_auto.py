@@ -4,8 +4,10 @@ The session's life: take a query → lease a matching phone → reset it → for
 recorder observes and proposes (persisted at once as a pending Step), the person verifies, and the
 recorder executes the verified action through the executor and its safety audit, persists it and
 feeds the CPT pool → until terminate or call_user (a clarify is answered by the person, who plays
-the user, and the session goes on) → the bi-directional consistency gate → the SFT pool. This
-module is the engine; annotation/ holds the pages that drive it.
+the user, and the session goes on). The session's outcome is what the person states when ending it
+(flywheel/rules/stated_outcome.py): a success passes the bi-directional consistency gate into the
+SFT pool; a task stated infeasible passes it as a refusal sample; a failure goes to the ECDM like
+any other failure. This module is the engine; annotation/ holds the pages that drive it.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from devices import leases
+from devices.actions import TERMINATE_STATUSES
 from devices.executor import ActionExecutor
 from devices.models import Device, Lease
 from devices.observation import observe
@@ -27,22 +30,34 @@ from flywheel.blobs import read_blob
 from flywheel.collection import recorder
 from flywheel.collection.edits import measure_edit
 from flywheel.events import publish
+from flywheel.judging.destinations import route_trajectory
 from flywheel.models import Destination, Line, Outcome, Query, SftEntry, Trajectory
 from flywheel.policies import PolicyError, default_policy_version, policy_for
 from flywheel.policies.protocol import AGENT_STOPS, ASKING_ACTIONS, DEFAULT_K, TAGS
 from flywheel.rules.consistency import GateStep, check_bidirectional_consistency
 from flywheel.rules.pools import sft_intake_allowed
+from flywheel.rules.stated_outcome import VERDICTS, OutcomeNotStated, Stated, needs_statement, state_outcome
 from flywheel.rules.stops import Stop, StopKind
 from flywheel.signals import announce_routed
 
 LEASE_TTL = timedelta(seconds=60)   # the page heartbeats every 10 s; a closed tab frees the phone
 SEMI_AUTO_INTAKE = "semi_auto_verified"
+REFUSAL_INTAKE = "semi_auto_refusal"  # stated infeasible: a refusal sample
 PAUSED_BY_THE_ANNOTATOR = Stop(StopKind.PAUSED, "paused by the annotator")
 LEFT_THE_PAGE = Stop(StopKind.LEFT_THE_PAGE, "left the page")  # the page closed: the phone is freed at once
 
 
 class SessionError(Exception):
     """Something the person must be told (no phone free, lease lost, action blocked)."""
+
+
+class OutcomeUnconfirmed(SessionError):
+    """An ending that is not a success, sent without the person's confirmed statement: nothing ran."""
+
+
+def expected_handoff(trajectory) -> str:
+    """The handover the task asks for ('call_user' at a payment screen...), or ''."""
+    return str((trajectory.query.verification or {}).get("handoff") or "")
 
 
 def lease_holder(trajectory) -> str:
@@ -161,10 +176,13 @@ def prepare_step(trajectory):
     return step
 
 
-def execute_step(step, action: dict, cot: dict, by_hand: bool = False, reply: str = "") -> dict:
+def execute_step(step, action: dict, cot: dict, by_hand: bool = False, reply: str = "",
+                 stated: str = "", stated_reason: str = "", by=None) -> dict:
     """Run the verified action; persist what ran, the edit and timings. Returns a summary.
 
-    `reply` is the person's answer, as the user, when the action is a clarify.
+    `reply` is the person's answer, as the user, when the action is a clarify. An action that ends
+    the session in anything but a success needs `stated` ("failure" or "infeasible", with an
+    optional `stated_reason`): the person `by` (the annotator by default) states the outcome.
     """
     trajectory = step.trajectory
     if step.executed_action is not None:
@@ -174,6 +192,12 @@ def execute_step(step, action: dict, cot: dict, by_hand: bool = False, reply: st
     name = action.get("action")
     if name in ASKING_ACTIONS and not str(reply or "").strip():
         raise SessionError("a clarify waits for the user's answer: give the answer the user would give")
+    statement = None
+    if name != "terminate" or action.get("status") in TERMINATE_STATUSES:  # else the executor says what is wrong
+        try:
+            statement = state_outcome(action, expected_handoff(trajectory), stated, stated_reason)
+        except OutcomeNotStated as error:
+            raise OutcomeUnconfirmed(str(error)) from error
     verify_ms = round((time.time() - step.timings.get("proposed_at", time.time())) * 1000)
     width, height = step.timings.get("screen") or (1080, 2400)
     cot = {tag: str(cot.get(tag) or "").strip() for tag in TAGS}
@@ -197,7 +221,7 @@ def execute_step(step, action: dict, cot: dict, by_hand: bool = False, reply: st
     if outcome.asks:
         recorder.record_answer(outcome.step, str(reply).strip(), by="annotator")
     if outcome.ends:
-        finish(trajectory, outcome.stop)
+        finish(trajectory, outcome.stop, statement or (Stated.FAILURE, ""), by=by or trajectory.annotator)
     return {"executed": outcome.result.action, "edit": outcome.step.edit, "finished": outcome.ends}
 
 
@@ -213,33 +237,69 @@ def gate_steps(trajectory) -> list[GateStep]:
     return gate
 
 
+def stated_outcome_of(trajectory) -> str:
+    """What the person stated; for a session ended before outcomes were stated, what its last
+    action says, a non-success ending counting as a failure (never filed as a success)."""
+    if trajectory.stated_outcome:
+        return trajectory.stated_outcome
+    last = trajectory.steps.filter(executed_action__isnull=False).order_by("-index").first()
+    action = last.executed_action if last else None
+    return Stated.FAILURE if needs_statement(action, expected_handoff(trajectory)) else Stated.SUCCESS
+
+
+def _stated_words(trajectory) -> str:
+    who = trajectory.stated_by.get_username() if trajectory.stated_by_id else "the annotator's ending"
+    return f"stated by {who}"
+
+
 def route_verified(trajectory) -> list:
-    """The gate, then the SFT pool; issues are kept on the trajectory for the person to fix."""
+    """Route what the person stated: a failure to the ECDM (the gate is for the SFT pool only); a
+    success, or a task stated infeasible (a refusal sample), through the gate into the SFT pool.
+    Gate issues are kept on the trajectory for the person to fix."""
+    stated = stated_outcome_of(trajectory)
+    if stated == Stated.FAILURE:
+        with transaction.atomic():
+            trajectory.consistency_issues = []
+            trajectory.save(update_fields=["consistency_issues"])
+            route_trajectory(trajectory, Outcome.FALSE, _stated_words(trajectory))
+        return []
     issues = check_bidirectional_consistency(gate_steps(trajectory))
     trajectory.consistency_issues = [{"step": issue.step_index, "rule": issue.rule, "message": issue.message}
                                      for issue in issues]
+    outcome = VERDICTS[Stated(stated)]
     if issues:
-        trajectory.destination = Destination.NONE
-        trajectory.save(update_fields=["consistency_issues", "destination"])
-        return issues
-    with transaction.atomic():
-        trajectory.verdict, trajectory.destination = Outcome.TRUE, Destination.SFT
+        trajectory.verdict, trajectory.destination = outcome, Destination.NONE
         trajectory.save(update_fields=["consistency_issues", "verdict", "destination"])
-        if sft_intake_allowed(SEMI_AUTO_INTAKE):  # the pool's one intake gate (rules/pools.py)
-            SftEntry.objects.get_or_create(trajectory=trajectory, intake=SEMI_AUTO_INTAKE)
+        return issues
+    intake = REFUSAL_INTAKE if stated == Stated.INFEASIBLE else SEMI_AUTO_INTAKE
+    with transaction.atomic():
+        trajectory.verdict, trajectory.destination = outcome, Destination.SFT
+        trajectory.save(update_fields=["consistency_issues", "verdict", "destination"])
+        if sft_intake_allowed(intake):  # the pool's one intake gate (rules/pools.py)
+            SftEntry.objects.get_or_create(trajectory=trajectory, intake=intake)
             publish("pools", pool="sft")
-        trajectory_id = trajectory.pk
-        transaction.on_commit(lambda: announce_routed(trajectory_id, Outcome.TRUE, "verified by a person"))
+        trajectory_id, words = trajectory.pk, _stated_words(trajectory)
+        transaction.on_commit(lambda: announce_routed(trajectory_id, outcome, words))
     return []
 
 
-def finish(trajectory, stop: Stop) -> list:
-    trajectory.status, trajectory.stop_kind, trajectory.stop_reason = "completed", stop.kind, stop.detail
-    trajectory.finished_at = timezone.now()
-    trajectory.save(update_fields=["status", "stop_kind", "stop_reason", "finished_at"])
+def finish(trajectory, stop: Stop, statement: tuple | None = None, by=None) -> list:
+    """End the session with the outcome the person `by` stated ((Stated, reason)), then route it."""
     release_phone(trajectory)
-    Query.objects.filter(pk=trajectory.query_id).update(status=Query.Status.DONE)
-    return route_verified(trajectory)
+    now = timezone.now()
+    with transaction.atomic():
+        trajectory.status, trajectory.stop_kind, trajectory.stop_reason = "completed", stop.kind, stop.detail
+        trajectory.finished_at = now
+        fields = ["status", "stop_kind", "stop_reason", "finished_at"]
+        if statement is not None:
+            stated, reason = statement
+            trajectory.stated_outcome, trajectory.stated_reason = stated, reason
+            trajectory.stated_by, trajectory.stated_at = by, now
+            trajectory.verdict = VERDICTS[Stated(stated)]
+            fields += ["stated_outcome", "stated_reason", "stated_by", "stated_at", "verdict"]
+        trajectory.save(update_fields=fields)
+        Query.objects.filter(pk=trajectory.query_id).update(status=Query.Status.DONE)
+        return route_verified(trajectory)
 
 
 def fix_reasoning(trajectory, step_index: int, cot: dict) -> list:

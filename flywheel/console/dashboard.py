@@ -14,18 +14,24 @@ from flywheel.models import ModelVersion, Query, RlQueryEntry, Trajectory
 from flywheel.models.trajectories import Line, Outcome
 from flywheel.queries.coverage import coverage_overview
 
+# Whose verdicts a line's row counts: every verdict shown has its votes or its person behind it.
+VERDICTS_BY = {Line.SEMI_AUTO: "stated by the annotator who verified it"}
+
 
 def trajectories_by_line_and_verdict():
-    """Rows of (line label, {verdict: count}, total) for every line that has trajectories."""
+    """Rows of (line label, {verdict: count}, total) for every line of the training data that has
+    trajectories, and the number of benchmark rollouts, which are counted apart: they are scored
+    by their evaluations (the benchmark's pages) and are never training data nor failures."""
     counts = {}
     for row in Trajectory.objects.order_by().values("line", "verdict").annotate(n=Count("*")):
         counts.setdefault(row["line"], {})[row["verdict"]] = row["n"]
     rows = []
     for line, label in Line.choices:
-        if line in counts:
+        if line in counts and line != Line.BENCHMARK:
             by_verdict = [counts[line].get(verdict, 0) for verdict in Outcome.values]
-            rows.append({"line": label, "counts": by_verdict, "total": sum(by_verdict)})
-    return rows
+            rows.append({"line": label, "counts": by_verdict, "total": sum(by_verdict),
+                         "verdicts_by": VERDICTS_BY.get(line, "")})
+    return rows, sum(counts.get(Line.BENCHMARK, {}).values())
 
 
 def _summarise(rows):
@@ -60,13 +66,14 @@ def verification_metrics():
 def dashboard_counts():
     queries_by_tier = dict(Query.objects.order_by().values_list("tier").annotate(n=Count("*")))
     devices_by_status = dict(Device.objects.order_by().values_list("status").annotate(n=Count("id")))
-    trajectory_rows = trajectories_by_line_and_verdict()
+    trajectory_rows, benchmark_rollouts = trajectories_by_line_and_verdict()
     return {
         "queries_total": sum(queries_by_tier.values()),
         "queries_by_tier": [(tier, queries_by_tier.get(tier, 0)) for tier in ("L1", "L2", "L3")],
         "verdict_labels": Outcome.labels,
         "trajectory_rows": trajectory_rows,
         "trajectories_total": sum(row["total"] for row in trajectory_rows),
+        "benchmark_rollouts": benchmark_rollouts,
         "pools": {
             "cpt": tallies.total(tallies.CPT),
             "sft": tallies.total(tallies.SFT),

@@ -105,12 +105,15 @@ def failure_path(trajectory: Trajectory, attribution: Attribution | None, repair
         return [f"ECDM sample made from {origin}", f"verdict {trajectory.get_verdict_display()}",
                 f"destination {trajectory.get_destination_display()}"]
     path = [f"Verdict {trajectory.get_verdict_display()}"]
+    if trajectory.stated_outcome:  # the person behind it (a semi-automatic session's annotator)
+        who = trajectory.stated_by.get_username() if trajectory.stated_by_id else "a former user"
+        path[0] += f", stated by {who}"
     decided = trajectory.adjudications.exclude(decision="").order_by("-decided_at").first()
     if decided:
         path.append(f"adjudicated: {decided.get_decision_display()}")
     path.append(f"destination {trajectory.get_destination_display()}")
-    if trajectory.verdict not in (Outcome.FALSE, Outcome.ENV_ERROR):
-        return path
+    if trajectory.verdict not in (Outcome.FALSE, Outcome.ENV_ERROR) or trajectory.line == Line.BENCHMARK:
+        return path  # a benchmark rollout is scored by its evaluation, never attributed or repaired
     if attribution is None:
         return [*path, f"now: {STAGE_LABELS['unattributed']}"]
     located = f", first bad step {attribution.first_bad_step}" if attribution.first_bad_step is not None else ""
@@ -198,7 +201,7 @@ def _evidence_rows(attribution: Attribution) -> list[dict]:
 @role_required(ANNOTATOR, ADJUDICATOR, MANAGER)
 def trajectory_page(request, trajectory_id):
     visible = trajectories_visible_to(request.user, Trajectory.objects.filter(pk=trajectory_id))
-    trajectory = visible.select_related("query", "device", "run", "model_version", "annotator").first()
+    trajectory = visible.select_related("query", "device", "run", "model_version", "annotator", "stated_by").first()
     if trajectory is None:
         raise Http404("No such trajectory.")
     return render(request, "flywheel/trajectory.html", trajectory_context(trajectory, request.user))

@@ -30,6 +30,8 @@ class SftEntry(models.Model):
         ADJUDICATED = "adjudicated", "Adjudicated correct"
         ECDM_REPAIRED = "ecdm_repaired", "ECDM repaired"
         SEMI_AUTO_VERIFIED = "semi_auto_verified", "Semi-automatic, verified"
+        # The annotator stated the task infeasible: a refusal sample (its last action refuses).
+        SEMI_AUTO_REFUSAL = "semi_auto_refusal", "Semi-automatic, refusal (task infeasible)"
 
     trajectory = models.ForeignKey("flywheel.Trajectory", on_delete=models.PROTECT,
                                    related_name="sft_entries")

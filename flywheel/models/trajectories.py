@@ -4,10 +4,13 @@ from functools import cached_property
 from django.conf import settings
 from django.db import models
 
+from flywheel.rules.stated_outcome import Stated
 from flywheel.rules.stops import StopKind
 
 # "" until it stops; the kinds are defined once, in the pure rules (flywheel/rules/stops.py).
 STOP_KINDS = [("", "Not stopped yet"), *((kind.value, kind.label) for kind in StopKind)]
+STATED = [("", "Not stated"), (Stated.SUCCESS.value, "Success"), (Stated.FAILURE.value, "Failure"),
+          (Stated.INFEASIBLE.value, "Infeasible")]
 
 
 class Line(models.TextChoices):
@@ -28,6 +31,9 @@ class Outcome(models.TextChoices):
     FALSE = "false", "False"
     ENV_ERROR = "env_error", "Env_ERROR"
     UNDETERMINED = "undetermined", "Undetermined"
+    # Stated by an annotator: the task cannot be done. A refusal sample, neither a success nor a
+    # failure for the ECDM to repair (flywheel/rules/stated_outcome.py).
+    INFEASIBLE = "infeasible", "Infeasible"
 
 
 class Destination(models.TextChoices):
@@ -36,6 +42,9 @@ class Destination(models.TextChoices):
     ECDM = "ecdm", "ECDM queue"
     ENV_HEALING = "env_healing", "Env self-healing + re-collection"
     ADJUDICATION = "adjudication", "Adjudication queue"
+    # A benchmark evaluation's rollout: scored by the benchmark's judges, never training data nor
+    # a failure for the ECDM (its held-out query must stay out of every pool).
+    BENCHMARK = "benchmark", "Benchmark evaluation"
 
 
 class Trajectory(models.Model):
@@ -62,6 +71,13 @@ class Trajectory(models.Model):
     stop_reason = models.CharField(max_length=200, blank=True)
     verdict = models.CharField(max_length=12, choices=Outcome, default="pending", db_index=True)
     destination = models.CharField(max_length=12, choices=Destination, blank=True, db_index=True)
+    # The person behind a semi-automatic session's verdict: what the annotator stated, who, when.
+    stated_outcome = models.CharField(max_length=10, choices=STATED, blank=True, default="",
+                                      help_text="the outcome the annotator stated when ending the session")
+    stated_reason = models.CharField(max_length=300, blank=True, help_text="why (e.g. why it is infeasible)")
+    stated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="stated_outcomes")
+    stated_at = models.DateTimeField(null=True, blank=True)
     memory = models.JSONField(default=list, blank=True, help_text="take_notes items")
     consistency_issues = models.JSONField(
         default=list, blank=True, help_text="open findings of the bi-directional consistency gate (§2.3.6)")

@@ -1,7 +1,8 @@
 """Every failure's path through attribution and the ECDM (§2.5), counted so that nothing disappears.
 
 A failed trajectory (verdict False or Env_ERROR; ECDM-made samples and continuations are never
-failures of their own) stands at exactly one stage, the first that holds of:
+failures of their own, and benchmark rollouts are scored by the benchmark, never repaired: their
+destination is "benchmark") stands at exactly one stage, the first that holds of:
 
     unattributed     the cascade has not attributed it yet (the ECDM's sweep will)
     repaired         one of its repairs is done with a sample in the SFT pool
@@ -25,6 +26,9 @@ from flywheel.models import Attribution, Line, Outcome, Repair, Trajectory
 from flywheel.rules.salvage import SUPERVISION_PATHS, salvage_yield
 
 FAILED = (Outcome.FALSE, Outcome.ENV_ERROR)
+# Lines whose False or Env_ERROR trajectories are no failures for the ECDM: its own samples, and
+# benchmark rollouts (held-out queries, scored for the SR of a model version, never training data).
+NOT_ECDM_FAILURES = (Line.ECDM, Line.BENCHMARK)
 
 STAGES = [
     ("unattributed", "Not yet attributed"),
@@ -50,7 +54,7 @@ SALVAGE_REPAIR_PATHS = (Repair.Path.STEP, Repair.Path.RQA, Repair.Path.ENV)
 def failures(trajectories=None):
     """The failures the ECDM owns among `trajectories`."""
     trajectories = Trajectory.objects.all() if trajectories is None else trajectories
-    return trajectories.filter(verdict__in=FAILED).exclude(line=Line.ECDM)
+    return trajectories.filter(verdict__in=FAILED).exclude(line__in=NOT_ECDM_FAILURES)
 
 
 def _stage(level: str, path: str, owner: str, has_repair) -> Case:

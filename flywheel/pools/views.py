@@ -7,9 +7,17 @@ from django.shortcuts import get_object_or_404, render
 
 from accounts.roles import MANAGER, role_required
 from flywheel import tallies
-from flywheel.models import CollectionRun, Line, RlQueryEntry, RlRollout, Trajectory
+from flywheel.models import CollectionRun, RlQueryEntry, RlRollout, Trajectory
 from flywheel.models.trajectories import Destination
-from flywheel.pools.ledger import FAILED, STAGE_LABELS, empty_ledger, failure_ledger, filter_stage, with_failure_path
+from flywheel.pools.ledger import (
+    FAILED,
+    NOT_ECDM_FAILURES,
+    STAGE_LABELS,
+    empty_ledger,
+    failure_ledger,
+    filter_stage,
+    with_failure_path,
+)
 from flywheel.pools.ledger_snapshot import ledger_overview
 
 DESTINATION_LABELS = [(value or "pending", label) for value, label in Destination.choices]
@@ -50,7 +58,9 @@ def ledger(request):
         "rows": rows, "labels": [label for _, label in DESTINATION_LABELS],
         "unattached": unattached, "unattached_total": sum(n for _, n in unattached),
         "unattached_failures": overview["outside_runs"], "overall": overview["overall"],
-        "as_of": overview["as_of"], "runs_page": runs_page})
+        "as_of": overview["as_of"], "runs_page": runs_page,
+        # Their own destination; counted apart so the page can say they are left out of the failures.
+        "benchmark_total": Trajectory.objects.filter(destination=Destination.BENCHMARK).count()})
 
 
 def _with_paths(trajectory_ids):
@@ -78,7 +88,7 @@ def ledger_run(request, run_id=None):
     page = Paginator(listed.order_by("pk").only("pk"), TRAJECTORIES_PER_PAGE).get_page(request.GET.get("page"))
     page.object_list = _with_paths([trajectory.pk for trajectory in page.object_list])
     for trajectory in page.object_list:
-        failed = trajectory.verdict in FAILED and trajectory.line != Line.ECDM
+        failed = trajectory.verdict in FAILED and trajectory.line not in NOT_ECDM_FAILURES
         trajectory.stage_label = STAGE_LABELS.get(trajectory.ecdm_stage, "") if failed else ""
     return render(request, "flywheel/ledger_run.html", {
         "run": run, "page": page, "failures": failures, "stage": stage if stage in STAGE_LABELS else "",

@@ -7,8 +7,9 @@ AWAITING_VERDICT = ("pending", "undetermined")
 
 # Only these may enter the SFT pool (purity first): the three classes of §2.4.3, and the
 # semi-automatic line's trajectories, verified by a person at every step (§2.3.1, the gold
-# standard), which is the strictest human judgment a trajectory can get.
-SFT_INTAKES = ("htsc_true", "adjudicated", "ecdm_repaired", "semi_auto_verified")
+# standard), which is the strictest human judgment a trajectory can get; among those, the ones
+# whose annotator stated the task infeasible are refusal samples, kept apart by their intake.
+SFT_INTAKES = ("htsc_true", "adjudicated", "ecdm_repaired", "semi_auto_verified", "semi_auto_refusal")
 
 
 def sft_intake_allowed(intake: str) -> bool:

@@ -91,9 +91,15 @@ def _with_ids(writer, model, rows):
 
 
 def _trajectory_row(t):
+    # A benchmark rollout's destination is its evaluation; a finished session's outcome is stated by
+    # its annotator (the seed's sessions all end with terminate: success).
+    stated = t.line == "semi_auto" and t.status == "completed" and t.stop_kind == "terminate_success"
     return {"id": t.id, "query_id": t.query_id, "run_id": t.run_id, "device_id": t.device_id, "line": t.line,
             "model_version_id": t.version_id, "annotator_id": t.annotator_id, "status": t.status,
-            "stop_kind": str(t.stop_kind), "stop_reason": t.stop_reason, "verdict": t.verdict, "destination": t.destination,
+            "stop_kind": str(t.stop_kind), "stop_reason": t.stop_reason, "verdict": t.verdict,
+            "destination": "benchmark" if t.line == "benchmark" else t.destination,
+            "stated_outcome": "success" if stated else "", "stated_by_id": t.annotator_id if stated else None,
+            "stated_at": t.finished_at if stated else None,
             "consistency_issues": t.consistency_issues, "recollection_of_id": t.recollection_of,
             "derived_from_id": t.derived_from, "flag": t.flagged, "started_at": t.started_at,
             "finished_at": t.finished_at, "judging_since": t.finished_at if t.htsc else None}

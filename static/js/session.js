@@ -63,13 +63,85 @@
     svg.addEventListener("pointerup", up);
   });
 
+  // -- an ending that is not a success is the annotator's to state --------------------------------
+  // The same rule as the server's (flywheel/rules/stated_outcome.py, which refuses such an ending
+  // unstated): terminate with failure, a call_user the task does not ask for, or success declared
+  // where the task expects the user to take over.
+  function endingNeedsStatement(action) {
+    const expected = data.expected_handoff || "";
+    if (action.action === "terminate") return action.status !== "success" || Boolean(expected);
+    if (action.action === "call_user") return expected !== "call_user";
+    return false;
+  }
+  function endingWords(action) {
+    if (action.action === "call_user") return "call_user hands the task to the user, which this task does not ask for.";
+    if (action.status === "success") return `terminate with success, where this task expects ${data.expected_handoff}.`;
+    return "terminate with status failure.";
+  }
+  const dialog = $("ending-confirm");
+  let answerEnding = null;  // resolves the open dialog's promise
+  function syncReason() {
+    const infeasible = $("ending-infeasible").checked;
+    $("ending-reason").disabled = !infeasible;
+    $("ending-reason-label").classList.toggle("hint", !infeasible);
+  }
+  function closeEnding(statement) {
+    if (!answerEnding) return;
+    const resolve = answerEnding;
+    answerEnding = null;
+    dialog.close();
+    resolve(statement);
+  }
+  function stated() {
+    const infeasible = $("ending-infeasible").checked;
+    return {stated_outcome: infeasible ? "infeasible" : "failure",
+            stated_reason: infeasible ? $("ending-reason").value.trim() : ""};
+  }
+  function askEnding(action) {
+    $("ending-what").textContent = "You are executing " + endingWords(action);
+    $("ending-failure").checked = true;
+    $("ending-reason").value = "";
+    syncReason();
+    dialog.showModal();
+    $("ending-failure").focus();
+    return new Promise((resolve) => { answerEnding = resolve; });
+  }
+  ["ending-failure", "ending-infeasible"].forEach((id) => $(id).addEventListener("change", syncReason));
+  $("ending-ok").addEventListener("click", () => closeEnding(stated()));
+  $("ending-cancel").addEventListener("click", () => closeEnding(null));
+  dialog.addEventListener("cancel", (event) => { event.preventDefault(); closeEnding(null); });
+  // The dialog's own keys, before the page's (shortcuts.js skips a key whose default is prevented):
+  // Enter confirms, Esc goes back to the action, F and I choose (not while typing the reason).
+  // No other key reaches the page's shortcuts while the dialog is open.
+  dialog.addEventListener("keydown", (event) => {
+    event.stopPropagation();
+    const typing = event.target === $("ending-reason");
+    const key = event.key.toLowerCase();
+    if (key === "enter" && event.target === $("ending-cancel")) return;  // the focused button's own click
+    if (key === "enter") closeEnding(stated());
+    else if (key === "escape") closeEnding(null);
+    else if (!typing && (key === "f" || key === "i")) {
+      $(key === "f" ? "ending-failure" : "ending-infeasible").checked = true;
+      syncReason();
+      if (key === "i") $("ending-reason").focus();
+    } else return;
+    event.preventDefault();
+  });
+
   // -- talking to the server --------------------------------------------------------------------
-  function confirm(handMade) {
+  async function confirm(handMade) {
+    if (answerEnding) return;  // the ending's confirmation is open: it answers first
+    let statement = {};
+    if (endingNeedsStatement(editor.action)) {
+      statement = await askEnding(editor.action);
+      if (!statement) { say("Not executed: change the action, or confirm how the task ended."); return; }
+    }
     return editor.send($("confirm"), "Executing…", async () => {
       // A clarify is answered by the annotator, who plays the user; the session then goes on.
       const action = editor.action;
       const reply = action.action === "clarify" ? $("f-reply").value.trim() : "";
-      const response = await editor.post(data.urls.execute, {step: data.step, action, cot: editor.cot, reply, by_hand: Boolean(handMade)});
+      const response = await editor.post(data.urls.execute, Object.assign(
+        {step: data.step, action, cot: editor.cot, reply, by_hand: Boolean(handMade)}, statement));
       const answer = await response.json();
       if (!answer.ok) { say(answer.error, true); return; }
       if (!answer.finished) {
@@ -101,7 +173,7 @@
   // the reasoning still makes a new line. Ctrl+Enter confirms from anywhere.
   keys.on("Enter", (event, field) => {
     if (field && !(field.tagName === "INPUT" && field.id.startsWith("f-"))) return false;
-    confirm();
+    if (!answerEnding) confirm();
   }, {allowInFields: true});
   keys.on("Enter", () => { confirm(); }, {allowInFields: true, ctrl: true});
   keys.on("z", editor.undo);

@@ -1,6 +1,7 @@
 """A real browser: an annotator verifies a multi-step task on the virtual farm with confirms (Enter
 and button), a drag of the tap box, an undone type change, a text edit, a tap by hand, and pause,
-resume and other page keys (shortcuts.js); the trajectory lands in the SFT pool with its edits recorded."""
+resume and other page keys (shortcuts.js); the policy's closing terminate:failure asks for confirmation
+and the annotator states success instead; the trajectory lands in the SFT pool with its edits recorded."""
 import pytest
 
 from tests.conftest import PASSWORD
@@ -89,9 +90,17 @@ def test_annotator_confirms_drags_and_edits_text_into_the_sft_pool(role_users, f
     box = page.get_by_test_id("tap-box").bounding_box()
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
 
-    wait_for_step(page, 5)                                      # terminate
+    wait_for_step(page, 5)                                      # terminate: the policy proposes failure...
+    assert page.get_by_test_id("action-type").input_value() == "terminate"
+    assert page.eval_on_selector("#f-status", "el => el.value") == "failure"
+    page.keyboard.press("Enter")                                # ...which one Enter no longer files (#31)
+    page.get_by_test_id("ending-confirm").wait_for(state="visible")
+    page.keyboard.press("Escape")                               # the note is saved: the annotator says success
+    page.select_option("#f-status", "success")
+    page.evaluate("document.activeElement.blur()")
     page.keyboard.press("Enter")
     page.wait_for_selector("[data-testid=in-sft]", timeout=30000)
+    assert "Stated by annotator-user: success" in " ".join(page.get_by_test_id("stated-outcome").text_content().split())
     page.close()
 
     trajectory = Trajectory.objects.get(line="semi_auto")
@@ -105,5 +114,6 @@ def test_annotator_confirms_drags_and_edits_text_into_the_sft_pool(role_users, f
     assert steps[3].edit["text_changed"] and steps[3].executed_action["text"] == "milk, coffee and oats"
     assert "milk, coffee and oats" in steps[3].cot["Decision"]
     assert steps[4].edit["by_hand"] and steps[4].edit["pixel_distance"] < 5
-    assert steps[5].edit["accepted_unchanged"]
+    assert steps[5].executed_action["status"] == "success" and not steps[5].edit["accepted_unchanged"]
+    assert trajectory.stated_outcome == "success" and trajectory.stated_by == role_users["annotator"]
     assert all(s.timings.get("verify_ms") is not None for s in steps.values())

@@ -66,7 +66,9 @@ def test_a_run_infers_judges_unanimously_and_scores_without_touching_the_pools(p
     trajectories = Trajectory.objects.filter(run=evaluation.collection_run)
     assert trajectories.count() == 2 and {t.line for t in trajectories} == {"benchmark"}
     assert not SftEntry.objects.filter(trajectory__in=trajectories).exists()    # never into a pool
-    assert {t.destination for t in trajectories} == {""}
+    # Their own destination, from the moment the run created them: never "not routed yet", never a
+    # failure of the ledger, the dashboard or the salvage yield (issue #31).
+    assert {t.destination for t in trajectories} == {"benchmark"}
 
     # Re-judging reads what inference stored: no new trajectory, the same verdicts, a new round.
     report = rejudge_evaluation(evaluation)
@@ -333,7 +335,7 @@ def test_a_rollout_left_by_a_dead_worker_is_recovered_and_the_run_resumes(phones
     Trajectory.objects.filter(pk=orphan.pk).update(started_at=timezone.now() - timedelta(minutes=10))
     recover_interrupted()
     orphan.refresh_from_db()
-    assert orphan.status == "interrupted" and orphan.destination == ""
+    assert orphan.status == "interrupted" and orphan.destination == "benchmark"  # recorded by its evaluation
     first = EvalResult.objects.get(trajectory=orphan)
     assert first.state == "not_scored" and "re-collected" in first.not_scored_reason
     assert run.work_items().filter(status="queued").exists()
