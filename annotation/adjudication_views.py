@@ -12,7 +12,7 @@ from accounts.roles import ADJUDICATOR, role_required
 from annotation import adjudication
 from devices.uitree import node_at, parse_hierarchy
 from flywheel.blobs import read_blob
-from flywheel.models import Adjudication, Destination, Trajectory, Vote
+from flywheel.models import Adjudication, App, Destination, Trajectory, Vote
 
 QUEUE_PAGE_SIZE = 50  # oldest first; people judge the next one with N, the list is for looking
 
@@ -28,6 +28,7 @@ def _png_size(name):
 def player_steps(trajectory):
     """What the step player shows for each step: before/after frames, reasoning, overlay."""
     steps = list(trajectory.steps.order_by("index"))
+    apps = App.display_labels(step.foreground_package for step in steps)
     frames = []
     for position, step in enumerate(steps):
         action = step.executed_action or {}
@@ -43,6 +44,7 @@ def player_steps(trajectory):
         after = steps[position + 1] if position + 1 < len(steps) else None
         frames.append({
             "step": step, "action": action, "size": size, "element": element,
+            "app": apps.get(step.foreground_package, ""),
             "before": step.screenshot.url if step.screenshot else "",
             "after": after.screenshot.url if after and after.screenshot else "",
         })

@@ -24,6 +24,7 @@ urlpatterns = [
     path("ledger/unattached/", pool_views.ledger_run, name="ledger-unattached"),
     path("pools/", pool_views.pools, name="pools"),
     path("runs/", run_views.run_list, name="run-list"),
+    path("runs/count/", run_views.run_count, name="run-count"),
     path("runs/<int:run_id>/", run_views.run_detail, name="run-detail"),
     path("runs/<int:run_id>/cancel/", run_views.run_cancel, name="run-cancel"),
     path("runs/<int:run_id>/clarify/<int:step_id>/", run_views.run_clarify, name="run-clarify"),

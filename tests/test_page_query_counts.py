@@ -42,7 +42,7 @@ PAGES = {
     "/adjudication/": ("adjudicator", 7),
     "/repairs/": ("annotator", 6),
     "/runs/": ("manager", 7),
-    "/runs/{run}/": ("manager", 12),  # refresh_progress writes the run's progress
+    "/runs/{run}/": ("manager", 16),  # refresh_progress writes the run's progress; + its trajectories with votes, decisions, app names (#31)
 }
 
 

@@ -131,7 +131,6 @@ def run_detail(request, run_id):
     run = get_object_or_404(TrainingRun.objects.select_related("snapshot", "base_model", "produced_model",
                                                                "created_by"), pk=run_id)
     context = {"run": run, "chart": _curve_chart(run), "live": run.status in TrainingRun.ACTIVE,
-               "config": json.dumps(run.config, indent=1, sort_keys=True),
                "extras_installed": training_extras_installed(), "install_hint": INSTALL_HINT,
                "last_points": (run.metrics or [])[-10:]}
     return render_live(request, "training/run.html", context, live=context["live"], panel="training/_run_live.html")

@@ -18,7 +18,7 @@ from devices.hosts import host_queue
 from devices.models import Lease, WorkItem
 from flywheel import jobs
 from flywheel.events import publish
-from flywheel.models import CollectionRun, Line, Query, QueryApp, RlQueryEntry
+from flywheel.models import App, CollectionRun, Line, Query, QueryApp, RlQueryEntry
 from flywheel.policies import default_policy_version
 from flywheel.pools.rl import metabolize_group
 from flywheel.signals import announce_progress
@@ -66,8 +66,8 @@ def select_queries(query_filter: dict, held_out: bool = False):
 def selection_hint() -> str:
     """What a query filter can select, for a person whose selection matched nothing."""
     tags = sorted({tag for tags in Query.objects.values_list("tags", flat=True) for tag in tags or []})
-    apps = sorted(set(QueryApp.objects.exclude(query__status__in=NOT_COLLECTABLE)
-                      .values_list("app__package", flat=True)))
+    packages = set(QueryApp.objects.exclude(query__status__in=NOT_COLLECTABLE).values_list("app__package", flat=True))
+    apps = sorted(App.display_labels(packages).values(), key=str.lower)  # names, as the form lists them
     return (f"apps in use: {', '.join(apps) or 'none (import queries first)'}; "
             f"tags in use: {', '.join(tags) or 'none'}")
 

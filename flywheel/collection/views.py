@@ -1,18 +1,20 @@
 """Collection run pages (managers): launch, watch progress and phones, read the step log, cancel."""
 import json
+import re
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
+from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.roles import MANAGER, role_required
 from devices.anomaly_injection import KINDS as ANOMALY_KINDS
 from devices.models import Device
-from flywheel.collection.launch import LINES, cancel_run, launch_run, refresh_progress, selection_hint
+from flywheel.collection.launch import LINES, cancel_run, launch_run, refresh_progress, select_queries, selection_hint
 from flywheel.collection.recorder import record_answer
 from flywheel.collection.run_config import CONFIG_FIELDS, clean_launch
-from flywheel.models import App, CollectionRun, Line, ModelVersion, Step
+from flywheel.models import Adjudication, App, CollectionRun, Line, ModelVersion, Step, Vote
 from flywheel.policies import unservable_reason
 from flywheel.polling import render_live
 from flywheel.queries.external import ingest_external
@@ -23,7 +25,8 @@ def _launch_form_data(post):
     """The form's fields → (line, query filter, model version, config); raises ValidationError."""
     line = post.get("line", "automatic")
     query_filter = {"apps": post.getlist("apps"), "tiers": post.getlist("tiers"),
-                    "tags": [t.strip() for t in post.get("tags", "").split(",") if t.strip()]}
+                    "tags": [t.strip() for t in post.get("tags", "").split(",") if t.strip()],
+                    "keys": chosen_keys(post)}
     if post.get("pool"):
         query_filter["pool"] = post["pool"]
     if line == Line.EXTERNAL:
@@ -40,6 +43,26 @@ def _launch_form_data(post):
         if unservable_reason(version):
             raise ValidationError(unservable_reason(version))
     return line, query_filter, version, config
+
+def chosen_keys(data) -> list[str]:
+    """The query keys a person typed (commas, spaces or new lines between them), in their order."""
+    return list(dict.fromkeys(re.split(r"[\s,]+", data.get("keys", "").strip()))) if data.get("keys", "").strip() else []
+
+
+@role_required(MANAGER)
+def run_count(request):
+    """The launch form asks (htmx, on each change) how many trajectories its selection launches."""
+    try:
+        line, query_filter, _version, config = _launch_form_data(request.GET)
+    except ValidationError as error:
+        return render(request, "flywheel/_launch_count.html", {"problem": "; ".join(error.messages)})
+    queries = select_queries(query_filter, held_out=line == Line.BENCHMARK)
+    found = set(queries.values_list("key", flat=True))
+    repeats = int(config.get("repeats") or 1)
+    return render(request, "flywheel/_launch_count.html", {
+        "queries": len(found), "repeats": repeats, "trajectories": len(found) * repeats,
+        "unmatched": [key for key in query_filter.get("keys", []) if key not in found]})
+
 
 @role_required(MANAGER)
 def run_list(request):
@@ -62,6 +85,7 @@ def run_list(request):
                   if value in LINES],
         "apps": App.objects.all(), "versions": ModelVersion.objects.all(), "anomaly_kinds": ANOMALY_KINDS,
         "idle_phones": Device.objects.filter(status=Device.Status.IDLE).count(),
+        "chosen_keys": ", ".join(chosen_keys(request.GET)),  # a link from the query pages may choose them
     })
 
 @role_required(MANAGER)
@@ -74,13 +98,43 @@ def run_detail(request, run_id):
     # The step log shows a few columns of each step: its reasoning, model I/O and timings (kilobytes
     # per step) and the query's specs stay in the database.
     steps = Step.objects.filter(trajectory__run=run).select_related("trajectory__query")
-    log = steps.only("trajectory_id", "index", "foreground_package", "executed_action", "audit", "anomaly",
-                     "created_at", "trajectory__query__text").order_by("-created_at")[:40]
+    log = list(steps.only("trajectory_id", "index", "foreground_package", "executed_action", "audit", "anomaly",
+                          "created_at", "trajectory__query__text").order_by("-created_at")[:40])
+    names = App.display_labels(s.foreground_package for s in log)
+    for step in log:
+        step.app_label = names.get(step.foreground_package, "")
     questions = [s for s in steps.filter(edit__clarify_pending__isnull=False).only(
         "trajectory_id", "edit", "trajectory__query__text") if not (s.edit or {}).get("clarify_answer")]
     live = run.status in (CollectionRun.Status.QUEUED, CollectionRun.Status.RUNNING)
-    context = {"run": run, "phones": phones, "log": log, "questions": questions, "live": live}
+    context = {"run": run, "phones": phones, "log": log, "questions": questions, "live": live,
+               "verdicts": verdict_rows(run)}
     return render_live(request, "flywheel/run_detail.html", context, live=live, panel="flywheel/_run_live.html")
+
+
+VERDICT_ROWS = 100  # the newest trajectories; the ledger of the run has them all
+
+
+def verdict_rows(run) -> list[dict]:
+    """The run's newest trajectories with their verdict and who or what decided it: the person who
+    adjudicated it, else the three judges' votes."""
+    trajectories = (run.trajectories.select_related("query").only(
+        "id", "run_id", "status", "verdict", "destination", "query__text", "started_at")
+        .prefetch_related(Prefetch("votes", queryset=Vote.objects.order_by("system").only(
+                              "trajectory_id", "system", "vote")),
+                          Prefetch("adjudications", to_attr="decided", queryset=Adjudication.objects.exclude(
+                              decision="").select_related("adjudicator").order_by("-decided_at")))
+        .order_by("-started_at")[:VERDICT_ROWS])
+    rows = []
+    for trajectory in trajectories:
+        decided = trajectory.decided[0] if trajectory.decided else None
+        if decided is not None:
+            by = f"{decided.adjudicator or 'a former user'}: {decided.get_decision_display()}"
+        elif trajectory.votes.all():
+            by = "judges: " + ", ".join(f"{v.system} {v.get_vote_display()}" for v in trajectory.votes.all())
+        else:
+            by = ""
+        rows.append({"trajectory": trajectory, "by": by, "by_person": decided is not None})
+    return rows
 
 
 @role_required(MANAGER)

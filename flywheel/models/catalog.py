@@ -2,6 +2,8 @@
 from django.conf import settings
 from django.db import models
 
+from flywheel.rules.app_names import display_name
+
 
 class App(models.Model):
     class Category(models.TextChoices):
@@ -31,7 +33,19 @@ class App(models.Model):
         ordering = ["package"]
 
     def __str__(self):
-        return self.label or self.package
+        return self.display_label
+
+    @property
+    def display_label(self) -> str:
+        """The app's name for people and generated queries: never the package id."""
+        return display_name(self.package, self.label)
+
+    @classmethod
+    def display_labels(cls, packages) -> dict[str, str]:
+        """{package: name for people} for many packages in one read (a page's rows)."""
+        packages = {p for p in packages if p}
+        labels = dict(cls.objects.filter(package__in=packages).values_list("package", "label"))
+        return {p: display_name(p, labels.get(p, "")) for p in packages}
 
 
 class FunctionNode(models.Model):

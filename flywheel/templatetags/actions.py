@@ -1,6 +1,7 @@
 """`{{ step|action_text }}`: what a step did, in a few words a person reads at a glance.
 
     {"action": "click", "point": [540, 880]}   -> Tap at (540, 880)
+    {"action": "open", "app": "com.sim.translator"} -> Open Translator
     a step the safety audit blocked           -> blocked: <reason>
     a step whose action failed                -> failed: <error>
     a step not executed yet                   -> …
@@ -11,6 +12,7 @@ filter never raises.
 """
 from django import template
 
+from flywheel.models import App
 from flywheel.policies.protocol import describe_action
 
 register = template.Library()
@@ -38,6 +40,10 @@ def action_text(value):
 
 def _describe(action):
     try:
+        app = action.get("app") or action.get("package")
+        if action.get("action") == "open" and isinstance(app, str) and app:
+            # The app by its name, not its package id (describe_action's sentence is the model's own).
+            return f"Open {App.display_labels([app])[app]}"
         return describe_action(action)
     except (TypeError, ValueError, KeyError, IndexError):  # e.g. a point that is not two numbers
         return str(action.get("action") or NOTHING)

@@ -150,3 +150,23 @@ def test_opening_a_trajectory_claims_nothing_claiming_is_a_post(client):
     refused = client.post(f"/adjudication/{trajectory.pk}/claim/", follow=True).content.decode()
     assert "judging it until" in refused and trajectory.adjudications.get().adjudicator == alice
     assert client.post("/adjudication/999999/claim/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_the_step_player_says_each_action_in_words_and_names_the_app(client):
+    from flywheel.models import App
+
+    App.objects.create(package="com.sim.translator", label="Translator")
+    trajectory = undetermined_trajectory(steps=3)
+    steps = list(trajectory.steps.order_by("index"))
+    Step.objects.filter(pk=steps[0].pk).update(executed_action={"action": "open", "app": "com.sim.translator"},
+                                               foreground_package="com.sim.translator")
+    Step.objects.filter(pk=steps[1].pk).update(executed_action={"action": "type", "text": "milk"},
+                                               foreground_package="com.sim.translator")
+    client.force_login(adjudicator("carol"))
+    page = client.get(f"/adjudication/{trajectory.pk}/").content.decode()
+    assert "<strong>Action:</strong> Open Translator" in page
+    assert "<strong>Action:</strong> Type &quot;milk&quot;" in page
+    assert "<strong>Action:</strong> Finish: the task is complete" in page
+    assert "in Translator" in page
+    assert "com.sim.translator" not in page and "{&#x27;action" not in page

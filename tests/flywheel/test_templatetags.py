@@ -1,4 +1,5 @@
 """The `action_text` filter says in a few words what a step did, and never raises."""
+import pytest
 from django.template import Context, Template
 
 from flywheel.models import Step
@@ -49,3 +50,35 @@ def test_the_template_library_loads():
     rendered = Template("{% load actions %}{{ action|action_text }}").render(
         Context({"action": {"action": "click", "point": [540, 880]}}))
     assert rendered == "Tap at (540, 880)"
+
+
+def test_app_names_are_labels_never_package_ids():
+    from flywheel.rules.app_names import display_name, name_from_package
+
+    assert name_from_package("com.sim.translator") == "Translator"
+    assert name_from_package("com.example.my_notes") == "My notes"
+    assert name_from_package("com.android.settings") == "Settings"
+    assert display_name("com.sim.translator", "translator") == "Translator"  # only the id's last part
+    assert display_name("com.sim.translator", "com.sim.translator") == "Translator"
+    assert display_name("com.sim.translator", "Translate & Go") == "Translate & Go"
+
+
+@pytest.mark.django_db
+def test_the_readable_filters_put_settings_and_times_in_words(settings):
+    from flywheel.models import App
+    from flywheel.templatetags.readable import app_name, moment, settings_items
+
+    settings.TIME_ZONE = "Europe/Paris"
+    App.objects.create(package="com.sim.translator", label="Translator")
+    assert app_name("com.sim.translator") == "Translator" and app_name("com.sim.shop") == "Shop"
+    assert moment("2026-12-04T13:05:09+00:00") == "4 Dec 2026, 14:05"   # the site's time zone
+    assert moment("not a time") == "not a time" and moment(None) == "—"
+    items = settings_items({"apps": ["com.sim.translator"], "max_steps": 25, "single_app": True,
+                            "anomaly_rates": {"popup": 0.1, "app_crash": 0.05}, "tags": [], "timeout_s": 300.0})
+    assert items == [("Apps", "Translator"), ("Maximum steps", "25"), ("One app only", "yes"),
+                     ("Anomaly injection (per step)", "popup 0.1; app crash 0.05"), ("Tags", "—"),
+                     ("Timeout per trajectory (s)", "300")]
+    assert settings_items("not a dict") == []
+    rendered = Template('{% include "flywheel/_settings.html" with settings=s testid="t" empty="every query" %}')
+    assert "every query" in rendered.render(Context({"s": {}}))
+    assert "{" not in rendered.render(Context({"s": {"model": {"tiny": {}}, "lr": 0.001}}))

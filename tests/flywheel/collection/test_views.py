@@ -37,7 +37,7 @@ def test_bad_launches_are_refused_with_a_reason(client_as):
     page = client.post("/runs/", {"line": "automatic", "tags": "nothing-has-this"}, follow=True)
     assert b"No query matches" in page.content and not CollectionRun.objects.exists()
     # ...and says what a selection can name instead, each app once
-    assert b"apps in use: com.android.settings;" in page.content and b"tags in use: shown" in page.content
+    assert b"apps in use: Settings;" in page.content and b"tags in use: shown" in page.content
 
 
 def test_the_api_launches_and_cancels(client_as, farm_settings):
@@ -78,3 +78,54 @@ def test_an_oversized_external_import_is_refused_with_a_clear_error(client_as, s
     page = client.post("/runs/external/", {"file": upload}, follow=True).content.decode()
     assert "Not imported" in page and "1,000-byte limit" in page
     assert not Query.objects.filter(source="external").exists()
+
+
+def test_a_run_page_says_its_selection_in_words_and_shows_each_verdict_with_who_decided(client_as, role_users):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from flywheel.models import Adjudication, App, Step, Trajectory, Vote
+
+    App.objects.create(package="com.sim.translator", label="Translator")
+    query = make_query("verdicts-1", text="Open Swap in Translator")
+    run = CollectionRun.objects.create(line="automatic", total=2, status="done",
+                                       query_filter={"apps": ["com.sim.translator"], "tiers": ["L1"]},
+                                       config={"phones": 2, "repeats": 1, "anomaly_rates": {"popup": 0.1}})
+    judged = Trajectory.objects.create(query=query, run=run, line="automatic", status="completed", verdict="false")
+    for system, vote in (("A", "false"), ("B", "false"), ("C", "true")):
+        Vote.objects.create(trajectory=judged, system=system, vote=vote)
+    decided = Trajectory.objects.create(query=query, run=run, line="automatic", status="completed", verdict="true",
+                                        started_at=timezone.now() + timedelta(seconds=1))
+    Adjudication.objects.create(trajectory=decided, adjudicator=role_users["adjudicator"], decision="correct",
+                                decided_at=timezone.now())
+    Step.objects.create(trajectory=judged, index=0, foreground_package="com.sim.translator",
+                        executed_action={"action": "type", "text": "milk"})
+    page = client_as("manager").get(f"/runs/{run.pk}/").content.decode()
+    assert "{" not in page.split('data-testid="run-filter"')[1].split("</dl>")[0]
+    assert "<dt>Apps</dt><dd>Translator</dd>" in page and "<dt>Tiers</dt><dd>L1</dd>" in page
+    assert "<dt>Anomaly injection (per step)</dt><dd>popup 0.1</dd>" in page
+    verdicts = page.split('data-testid="run-verdicts"')[1].split("</table>")[0]
+    assert f"#{judged.pk}" in verdicts and "judges: A False, B False, C True" in verdicts
+    assert f"{role_users['adjudicator'].username}: Correct → SFT" in verdicts
+    assert "com.sim.translator" not in page  # the step log names the app too
+    assert "<td>Translator</td>" in page
+
+
+def test_the_launch_form_counts_what_a_selection_launches_before_launching(client_as):
+    make_query("count-1")
+    make_query("count-2")
+    make_query("count-3", tags=("other",))
+    client = client_as("manager")
+    assert b'hx-get="/runs/count/"' in client.get("/runs/?keys=count-1").content
+    assert "count-1</textarea>" in client.get("/runs/?keys=count-1").content.decode()
+    answer = client.get("/runs/count/", {"line": "automatic", "keys": "count-1, count-3\nnope", "repeats": "3"})
+    text = answer.content.decode()
+    assert "Launches <strong>6</strong> trajectories: 2 queries × 3 repeats." in text and "nope" in text
+    assert "Launches <strong>2</strong>" in client.get("/runs/count/", {"line": "automatic", "tags": "bt"}).content.decode()
+    assert "No approved query matches" in client.get("/runs/count/", {"line": "automatic", "tags": "none"}).content.decode()
+    assert "malformed" in client.get("/runs/count/", {"line": "automatic", "phones": "many"}).content.decode()
+    client.post("/runs/", {"line": "automatic", "keys": "count-2 count-3", "phones": "1"})
+    run = CollectionRun.objects.get()
+    assert run.total == 2 and run.query_filter["keys"] == ["count-2", "count-3"]
+    assert client_as("annotator").get("/runs/count/").status_code == 403
