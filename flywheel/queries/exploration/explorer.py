@@ -49,6 +49,19 @@ class ExplorationStopped(Exception):
     """Cancelled, the budget is spent or the lease is lost: the state is kept for a resume."""
 
 
+def step_words(step: dict) -> str:
+    """A query-format step as a person reads it in a problem: 'tap "Swap"', 'type into "Search"'."""
+    target = step.get("target") or {}
+    if not isinstance(target, dict):
+        target = {}
+    # A resource id (com.sim.translator:id/swap_button) by its last part: "swap button".
+    name = target.get("text") or target.get("content_desc") or \
+        str(target.get("resource_id") or "").rsplit("/", 1)[-1].replace("_", " ")
+    verb = {"click": "tap", "long_press": "long press", "type": "type into"}.get(step.get("action"),
+                                                                                 str(step.get("action", "")))
+    return f'{verb} "{name}"' if name else verb
+
+
 class AppExplorer(CrossAppSteps):
     def __init__(self, run_id: int, package: str, phone, device, lease, config: dict, state: dict,
                  should_stop, lease_ttl=None, on_progress=None):
@@ -133,7 +146,7 @@ class AppExplorer(CrossAppSteps):
         self.state["stats"]["actions"] += 1
         if result.blocked:
             self.state["stats"]["blocked"] += 1
-            self.problem("blocked_by_audit", f"{step}: {result.reason}"[:300])
+            self.problem("blocked_by_audit", f"{step_words(step)}: {result.reason}"[:300])
             return False
         if result.lease_lost:
             raise ExplorationStopped("lease lost")
@@ -244,7 +257,8 @@ class AppExplorer(CrossAppSteps):
     def expand(self, item):
         page_id, path = item["page"], item["path"]
         if not self.go_to(page_id, path):
-            self.problem("unreachable", f"page {page_id} could not be reached again by its path {path}; skipped")
+            self.problem("unreachable", f"page #{page_id} could not be reached again by its path of {len(path)} "
+                                        "steps; skipped")
             return
         observed = self.observe()
         if observed is None:
@@ -328,7 +342,7 @@ class AppExplorer(CrossAppSteps):
         if step["action"] == "type":
             self.typed.append((page, item, element))
         if CRASH_WORDS.search(" ".join(reading.texts)):
-            self.problem("crash", f"{self.package} crashed after {step}: {reading.texts[:3]}")
+            self.problem("crash", f"after {step_words(step)} the screen said: {' · '.join(reading.texts[:3])}")
         elif reading.package == self.package:
             self.landed_in_app(page, item, element, step, key, observed)
         elif "launcher" in reading.package:

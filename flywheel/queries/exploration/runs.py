@@ -102,8 +102,9 @@ def _save_app(run_id, package, explorer_state, status=None):
 
     def change(run):
         run.frontier[package] = explorer_state
-        previous = run.progress.get(package, {})
-        run.progress[package] = {"status": status or previous.get("status", "exploring"), "pages": pages,
+        # Without a final status this is a phone's progress report: the app is being explored
+        # (a "queued" or "paused" left from before would say otherwise).
+        run.progress[package] = {"status": status or "exploring", "pages": pages,
                                  "edges": edges, "frontier": len(explorer_state.get("queue", [])),
                                  "actions": explorer_state.get("stats", {}).get("actions", 0),
                                  "device": explorer_state.get("device", "")}

@@ -15,10 +15,9 @@ BUDGET_FIELDS = ("max_depth", "max_pages", "max_seconds", "phones")
 
 def explorable_apps() -> list[tuple[str, str]]:
     """(package, label) of apps on registered phones, and App rows that are not system surfaces."""
-    labels = {app.package: app.label for app in App.objects.all()}
     packages = {p for apps in Device.objects.values_list("installed_apps", flat=True) for p in apps or []}
     packages |= set(App.objects.filter(is_system=False).values_list("package", flat=True))
-    return sorted(((p, labels.get(p) or p) for p in packages), key=lambda pair: pair[1].lower())
+    return sorted(App.display_labels(packages).items(), key=lambda pair: (pair[1].lower(), pair[0]))
 
 
 @role_required(MANAGER)
@@ -39,19 +38,49 @@ def exploration_list(request):
         run = launch_exploration(apps, config, user=request.user)
         messages.success(request, f"{run} launched for {len(apps)} app(s).")
         return redirect("exploration-detail", run_id=run.pk)
+    runs = list(ExplorationRun.objects.select_related("created_by")[:50])
+    names = App.display_labels(p for run in runs for p in run.apps)
+    for run in runs:
+        run.app_names = [names.get(p, p) for p in run.apps]
     return render(request, "flywheel/exploration_list.html", {
-        "runs": ExplorationRun.objects.select_related("created_by")[:50],
+        "runs": runs,
         "apps": explorable_apps(), "defaults": DEFAULT_CONFIG,
         "idle_phones": Device.objects.filter(status=Device.Status.IDLE).count(),
     })
 
 
-def _app_rows(run):
+# What a problem's kind means, for the page (explorer.py and runs.py record the kinds).
+PROBLEM_KINDS = {
+    "dump_failed": "Screen not read", "blocked_by_audit": "Blocked by the safety audit", "budget": "Budget reached",
+    "unreachable": "Page not reached again", "lost": "Lost its way", "crash": "App crashed", "phone": "Phone problem",
+    "error": "Unexpected error", "no_phone": "No phone",
+}
+# An unexpected error's text is a programmer's (an exception); the worker's log has it with its traceback.
+ERROR_DETAIL = "exploring this app stopped on an unexpected error; the worker's log has the details"
+
+
+def app_status(run, progress: dict) -> str:
+    """An app's state in the run: "queued" until a phone starts on it. Runs before #31 left an app
+    "queued" while its phone explored it; actions recorded while the run is running say otherwise."""
+    status = progress.get("status", "queued")
+    if status == "queued" and progress.get("actions") and run.status == RunStatus.RUNNING:
+        return "exploring"
+    return status
+
+
+def problem_rows(run, names) -> list[dict]:
+    return [{"at": problem.get("at"), "app": names.get(problem.get("app"), ""),
+             "kind": PROBLEM_KINDS.get(problem.get("kind"), str(problem.get("kind", "")).replace("_", " ")),
+             "detail": ERROR_DETAIL if problem.get("kind") == "error" else problem.get("detail", "")}
+            for problem in reversed(run.problems[-100:])]
+
+
+def _app_rows(run, names):
     rows = []
     for package in run.apps:
         report = run.report.get(package, {})
         progress = run.progress.get(package, {})
-        rows.append({"package": package, "status": progress.get("status", "queued"),
+        rows.append({"package": package, "app": names.get(package, package), "status": app_status(run, progress),
                      "pages": progress.get("pages", 0), "edges": progress.get("edges", 0),
                      "frontier": progress.get("frontier", 0), "actions": progress.get("actions", 0),
                      "merged": report.get("merged_duplicates", 0), "thresholds": report.get("thresholds", {}),
@@ -64,8 +93,9 @@ def _app_rows(run):
 def exploration_detail(request, run_id):
     run = get_object_or_404(ExplorationRun, pk=run_id)
     live = run.status in (RunStatus.QUEUED, RunStatus.RUNNING)
-    context = {"run": run, "rows": _app_rows(run), "live": live,
-               "problems": list(reversed(run.problems[-100:])),
+    names = App.display_labels([*run.apps, *(problem.get("app") for problem in run.problems[-100:])])
+    context = {"run": run, "rows": _app_rows(run, names), "live": live, "app_names": [names[p] for p in run.apps],
+               "problems": problem_rows(run, names),
                "pages": GemPage.objects.filter(explored_by=run).select_related("app").order_by("app__package", "depth")[:300]}
     return render_live(request, "flywheel/exploration_detail.html", context, live=live,
                        panel="flywheel/_exploration_live.html")

@@ -237,3 +237,35 @@ def test_beat_redispatches_running_runs_whose_heartbeat_is_stale(db, monkeypatch
                                   heartbeat_at=timezone.now() - timedelta(minutes=10))
     assert resume_explorations() == {"resumed": [stale.pk]}
     assert sent == [stale.pk]
+
+
+def test_an_app_being_explored_says_exploring_and_problems_read_as_words(client_as, db, settings):
+    settings.TIME_ZONE = "UTC"
+    App.objects.create(package="com.sim.translator", label="Translator")
+    run = ExplorationRun.objects.create(
+        apps=["com.sim.translator", "com.sim.notes"], status="running",
+        progress={"com.sim.translator": {"status": "queued", "pages": 12, "actions": 184},
+                  "com.sim.notes": {"status": "queued", "pages": 0}},
+        problems=[{"at": "2026-12-04T13:05:09+00:00", "app": "com.sim.translator", "kind": "error",
+                   "detail": "KeyError: 'bounds'"},
+                  {"at": "2026-12-04T13:06:00+00:00", "app": "com.sim.translator", "kind": "crash",
+                   "detail": 'after tap "Swap" the screen said: Translator keeps stopping'}])
+    page = client_as("manager").get(f"/exploration/{run.pk}/").content.decode()
+    statuses = [cell.split("<")[0] for cell in page.split('data-testid="app-status">')[1:]]
+    assert statuses == ["exploring", "queued"]  # 184 actions on the first app; none yet on the second
+    assert "<td>Translator</td>" in page and "<td>Notes</td>" in page and "com.sim." not in page
+    problems = page.split('data-testid="exploration-problems"')[1].split("</table>")[0]
+    assert "4 Dec 2026, 13:05" in problems and "2026-12-04T" not in problems
+    assert "Unexpected error" in problems and "KeyError" not in problems and "worker&#x27;s log" in problems
+    assert "App crashed" in problems and "Translator keeps stopping" in problems
+    ExplorationRun.objects.filter(pk=run.pk).update(status="done")
+    page = client_as("manager").get(f"/exploration/{run.pk}/").content.decode()
+    assert "exploring" not in page.split('data-testid="exploration-apps"')[1].split("</table>")[0]
+
+
+def test_a_progress_report_marks_the_app_exploring(db):
+    run = ExplorationRun.objects.create(apps=["com.sim.notes"], status="running",
+                                        progress={"com.sim.notes": {"status": "queued", "pages": 0}})
+    exploration_runs._save_app(run.pk, "com.sim.notes", {"queue": [1, 2], "stats": {"actions": 5}})
+    run.refresh_from_db()
+    assert run.progress["com.sim.notes"]["status"] == "exploring" and run.progress["com.sim.notes"]["actions"] == 5
