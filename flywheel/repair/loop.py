@@ -56,7 +56,8 @@ Stage = LoopRound.Stage
 Status = EvolutionLoop.Status
 LIVE = (Status.QUEUED, Status.RUNNING)
 FAILED = (Outcome.FALSE, Outcome.ENV_ERROR)
-NO_TRAINER = "stopped before training: no training run is available (training issue)"
+NO_TRAINER = ("stopped before training: no trainer is set up on this console, so no new model was made "
+              "(an administrator sets EVOLUTION_TRAINER)")
 EMPTY_POOL = ("The RL query pool has no active or banked query to roll out. Bank Phase-0 queries first (the "
               "button on the Self-evolution loops page), or let counterfactual derivation add queries, then start "
               "the loop.")
