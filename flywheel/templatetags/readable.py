@@ -89,3 +89,9 @@ def settings_items(mapping):
     if not isinstance(mapping, dict):
         return []
     return [(_label(key), _text(value, str(key))) for key, value in mapping.items()]
+
+
+@register.filter
+def words(value):
+    """Any stored value in words: {"path": "medium", "steps": 7} -> "path medium; steps 7"."""
+    return _text(value)
