@@ -95,3 +95,9 @@ def settings_items(mapping):
 def words(value):
     """Any stored value in words: {"path": "medium", "steps": 7} -> "path medium; steps 7"."""
     return _text(value)
+
+
+@register.filter
+def spaced(identifier):
+    """A stored identifier in words: "constraint_violation" -> "constraint violation"."""
+    return str(identifier).replace("_", " ") if identifier not in (None, "") else NOTHING
