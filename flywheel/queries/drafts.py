@@ -23,6 +23,7 @@ class QueryDraft:
     risk: str = "low"
     prerequisites: list[str] = field(default_factory=list)
     origin: str = "offline"                           # offline | llm
+    styled: bool = False                              # the persona's style is in the text already (grammar.py)
     gate_results: dict = field(default_factory=dict)  # filled by gates.run_gates
     rejected_by: str = ""                             # "gate1" | "gate2" | "gate3" | ""
     rejection_reason: str = ""

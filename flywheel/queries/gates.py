@@ -182,7 +182,10 @@ def _llm_rewrite(model_version, text: str, persona: str) -> str | None:
 
 def gate2(draft: QueryDraft, rewriter=None) -> None:
     before = draft.text
-    text, rules = polish(before, draft.persona)
+    if draft.styled:  # the grammar spoke as the persona already: a second opener or ending would double it
+        text, rules = before, []
+    else:
+        text, rules = polish(before, draft.persona)
     result = {"passed": True, "before": before, "rules": rules}
     if rewriter is not None and draft.origin != "llm":
         rewritten = _llm_rewrite(rewriter, text, draft.persona)

@@ -25,6 +25,6 @@ def display_name(package: str, label: str = "") -> str:
     """The recorded label, unless it is only the package (or its last part) written again."""
     label = (label or "").strip()
     package = str(package or "")
-    if label and label != package and label.lower() != package.rsplit(".", 1)[-1].lower():
+    if label and label != package and label != package.rsplit(".", 1)[-1]:  # "ShopMart" stays, "translator" not
         return label
     return name_from_package(package) if package else label

@@ -263,9 +263,12 @@ def formal(text, rng):
 def rambling(text, rng):
     body = _lower_first(_body(text))
     words = body.split(" ")
-    if len(words) > 6:  # a hesitation in the middle
-        mid = len(words) // 2
-        words.insert(mid, rng.choice(["um,", "oh,", "now where was I,"]))
+    # A hesitation where a speaker pauses: after a comma, near the middle ("…in Translator, um, and
+    # while you're at it…"), never inside a phrase ("while oh, you're at it").
+    pauses = [i + 1 for i, word in enumerate(words[:-2]) if word.endswith(",") and i >= 2]
+    if len(words) > 6 and pauses:
+        at = min(pauses, key=lambda i: abs(i - len(words) // 2))
+        words.insert(at, rng.choice(["um,", "oh,", "now where was I,"]))
     return (f"{rng.choice(['Oh dear, ', 'Sorry to bother you, ', 'I am not good with these phones, '])}"
             f"{' '.join(words)}... {rng.choice(['I hope I did not break anything.', 'Is that all right?', 'I get so worried with this.'])}")
 
@@ -287,8 +290,10 @@ def gentle(text, rng):
     leads = ["When you get a sec, ", "Once the kids are in bed, "]
     if IMPERATIVE.match(body):
         leads.append("While the baby naps, could you ")
-    return f"{rng.choice(leads)}{_lower_first(body)}" \
-           f"{rng.choice(['? Thanks, love.', ', and remind me to start dinner after.', ', no rush.'])}"
+    lead = rng.choice(leads)
+    asked = lead.endswith("could you ")  # only a request is a question
+    return f"{lead}{_lower_first(body)}" \
+           f"{rng.choice(['? Thanks, love.' if asked else '. Thanks, love.', ', and remind me to start dinner after.', ', no rush.'])}"
 
 
 PERSONA_FILTERS = {

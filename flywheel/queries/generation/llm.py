@@ -30,7 +30,7 @@ class ReplyRejected(Exception):
 
 def page_contexts(page_ids: list[int]) -> list[dict]:
     pages = GemPage.objects.filter(pk__in=page_ids).select_related("app").in_bulk()
-    return [{"app": pages[i].app.label or pages[i].app.package, "title": pages[i].title,
+    return [{"app": pages[i].app.display_label, "title": pages[i].title,
              "texts": [str(t) for t in (pages[i].texts or [])[:12]],
              "inputs": pages[i].inputs, "outputs": pages[i].outputs}
             for i in page_ids if i in pages]
@@ -134,6 +134,6 @@ def rewrite_with_llm(drafts, version, page_ids_of, problems: list) -> int:
             problems.append({"kind": "llm", "draft": index, "detail": f"{error}; the offline text is kept"})
             continue
         draft.labels["offline_text"] = draft.text
-        draft.text, draft.origin = text, "llm"
+        draft.text, draft.origin, draft.styled = text, "llm", False  # the rules polish the model's text
         used += 1
     return used

@@ -82,9 +82,9 @@ def edge_label(edge: Edge) -> str:
 
 def edge_phrase(edge: Edge) -> tuple[str, str]:
     if edge.via == "launch":
-        return "open", edge.target.app.label or edge.target.app.package
+        return "open", edge.target.app.display_label
     if edge.via == "share":
-        return "share it to", edge.target.app.label or edge.target.title
+        return "share it to", edge.target.app.display_label
     if edge.via in VIA_PHRASES:
         return VIA_PHRASES[edge.via]
     action = edge.action or {}
@@ -183,7 +183,7 @@ def load_contexts(packages: list[str] | None = None, problems: list | None = Non
     contexts = []
     for leaf in leaves:
         page, path = leaf.page, paths[leaf.page_id]
-        app_label = leaf.app.label or leaf.app.package
+        app_label = leaf.app.display_label  # a query names the app as people do, never by its package
         ctx = LeafContext(leaf_id=leaf.id, package=leaf.app.package, app_label=app_label,
                           label=leaf.label or _page_title(page), page_id=page.id, title=_page_title(page),
                           activity=page.activity)
@@ -295,7 +295,7 @@ def plan_single_app(contexts: list[LeafContext], config: dict) -> list[QueryDraf
             tier = SUBCLASS_TIER[subclass]
             text = compose(ctx, subclass, persona, capabilities, rng)
             drafts.append(QueryDraft(
-                text=text, apps=[ctx.package], tier=tier, subclass=subclass, persona=persona,
+                text=text, apps=[ctx.package], tier=tier, subclass=subclass, persona=persona, styled=True,
                 capabilities=list(capabilities), functions=[ctx.leaf_id] if ctx.leaf_id else [],
                 gem_path=list(ctx.edge_ids or []), known_path=known_path(ctx),
                 verification=draft_verification(ctx.package, ctx.activity, ctx.title, ctx.milestone_titles),
@@ -307,7 +307,7 @@ def _end_context(page: GemPage) -> LeafContext:
     node = FunctionNode.objects.filter(page=page, is_leaf=True, merged_into__isnull=True).first()
     title = _page_title(page)
     return LeafContext(leaf_id=node.id if node else None, package=page.app.package,
-                       app_label=page.app.label or page.app.package, label=(node.label if node else "") or title,
+                       app_label=page.app.display_label, label=(node.label if node else "") or title,
                        page_id=page.id, title=title, activity=page.activity, items=_items(page, {title}))
 
 
@@ -369,7 +369,7 @@ def plan_cross_app(contexts: list[LeafContext], config: dict) -> list[QueryDraft
         milestones = [*start.milestone_titles, end.title]
         drafts.append(QueryDraft(
             text=text, apps=[start.package, end.package], tier=SUBCLASS_TIER[subclass], subclass=subclass,
-            persona=persona, capabilities=capabilities,
+            persona=persona, capabilities=capabilities, styled=True,
             functions=[f for f in (start.leaf_id, end.leaf_id) if f],
             gem_path=list(start.edge_ids or []) + cross_path,
             known_path={"mode": "tap", "summary": f"{start.app_label} {start.title} → {end.app_label} {end.title}",

@@ -363,3 +363,66 @@ def test_a_capability_is_not_claimed_without_material_on_the_page(world):
     # Notes' pages have no filter controls and fewer than two numbers: those clauses would be invented.
     assert "multi_constraint_filtering" not in claimed and "numerical_reasoning" not in claimed
     assert all("only with" not in d.text for d in drafts)
+
+
+HESITATIONS = ("um,", "oh,", "now where was I,")
+PERSONA_OPENERS = ("Hmm...", "Oh dear,", "Sorry to bother you,", "I am not good with these phones,", "Excuse me,",
+                   "While I'm at it,", "Oh and", "Real quick,")
+
+
+def test_generated_queries_name_apps_by_label_and_speak_once_as_their_persona(world, gates):
+    """The reported "Hmm... sorry to bother you, go to Swap in com.sim.translator, and while oh, you're
+    at it…": the app is named by its label, the persona's opener is said once (the gates do not add a
+    second), and a hesitation falls at a pause, never inside a phrase."""
+    import re
+
+    from flywheel.queries.gates import run_gates
+
+    App.objects.filter(package=SHOP).update(label="")          # known only by its package (com.example.shopmart)
+    App.objects.filter(package=NOTES).update(label="notes")    # the package's last part, as exploration writes it
+    drafts, _ = plan(apps=[SHOP, NOTES], per_leaf=40, seed=5)
+    assert len(drafts) > 100
+    before = {id(d): d.text for d in drafts}
+    if gates == "real":
+        run_gates(drafts)
+    seen_hesitation = False
+    for draft in drafts:
+        text = draft.text
+        assert "com." not in text and ".example" not in text, text
+        assert "Shopmart" in text or "Notes" in text or draft.tier == "L3", text
+        openers = [o for o in PERSONA_OPENERS if o.lower() in text.lower()]
+        assert len(openers) <= 1, text
+        if draft.passed and gates == "real":
+            assert text == before[id(draft)], "the grammar styled it: Gate 2 adds no second opener or ending"
+            assert draft.gate_results["gate2"]["rules"] == []
+        for hesitation in HESITATIONS:
+            for match in re.finditer(re.escape(" " + hesitation), text):
+                seen_hesitation = True
+                assert text[:match.start()].endswith(","), text   # after a pause, not mid-phrase
+        assert "while oh" not in text and "while um" not in text, text
+        assert not re.search(r"\b(\w+),? \1\b", text, re.I), text   # no word said twice in a row
+    assert seen_hesitation
+
+
+def test_a_senior_citizens_query_hesitates_between_clauses():
+    import random
+
+    from flywheel.queries.generation.grammar import rambling
+
+    texts = {rambling("Go to Swap in Translator, and while you're at it have a look at History", random.Random(seed))
+             for seed in range(30)}
+    with_pause = [t for t in texts if any(h in t for h in HESITATIONS)]
+    assert with_pause and all("Translator, " + h in t for t in with_pause for h in HESITATIONS if h in t), with_pause
+    assert not any("while oh" in t or "while um" in t for t in texts)
+    # No comma to pause at: no hesitation is forced into the phrase.
+    plain = rambling("Go to the Swap screen in Translator and have a look at History", random.Random(1))
+    assert not any(h in plain for h in HESITATIONS)
+
+
+def test_an_llm_written_query_is_still_polished_towards_its_persona(world):
+    from flywheel.queries.gates import gate2
+
+    draft = QueryDraft(text="I would like you to open Offline packs in ShopMart.", apps=[SHOP], tier="L2",
+                       subclass="function_statement", persona="senior_citizen", origin="llm")
+    gate2(draft)
+    assert "I would like you to" not in draft.text and draft.gate_results["gate2"]["rules"]
