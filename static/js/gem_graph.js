@@ -1,5 +1,8 @@
 // The GEM page: draws the graph from /gem/graph.json with cytoscape, shows a clicked page
 // (screenshot, inputs, outputs) and highlights the shortest path between two pages (/gem/path.json).
+// The map keeps its shape between loads: node positions are kept per graph in localStorage (a
+// dragged node stays where it was put), and a first layout starts from positions seeded by the node
+// ids, so the same graph is drawn the same way on any browser.
 (function () {
   "use strict";
   const box = document.getElementById("gem-graph");
@@ -15,6 +18,25 @@
                        recents: "#2a7de1", share: "#e67e22", clipboard: "#e67e22"};
   let cy = null;
   let nodesById = {};
+  let layoutKey = "";
+
+  function storedPositions() {
+    try { return JSON.parse(window.localStorage.getItem(layoutKey) || "{}") || {}; } catch (error) { return {}; }
+  }
+
+  function savePositions() {
+    if (!cy) return;
+    const positions = {};
+    cy.nodes().forEach((node) => { positions[node.id()] = node.position(); });
+    try { window.localStorage.setItem(layoutKey, JSON.stringify(positions)); } catch (error) { /* private mode */ }
+  }
+
+  // A position from the node's id alone (not Math.random), so a layout starting from it is repeatable.
+  function seeded(id) {
+    let hash = 2166136261;
+    for (const ch of String(id)) hash = Math.imul(hash ^ ch.charCodeAt(0), 16777619) >>> 0;
+    return {x: hash % 997, y: Math.floor(hash / 997) % 991};
+  }
 
   function text(tag, content, attrs) {
     const element = document.createElement(tag);
@@ -56,7 +78,8 @@
     const out = [];
     data.nodes.forEach((node) => {
       nodesById[node.id] = node;
-      out.push({group: "nodes", data: {id: String(node.id), label: node.label, kind: node.kind, start: node.is_start}});
+      out.push({group: "nodes", data: {id: String(node.id), label: node.label, kind: node.kind, start: node.is_start},
+                position: seeded(node.id)});
     });
     data.edges.forEach((edge) => {
       out.push({group: "edges", data: {id: `e${edge.id}`, source: String(edge.source), target: String(edge.target),
@@ -71,6 +94,14 @@
     note.textContent = data.note || `${data.nodes.length} pages, ${data.edges.length} edges.`;
     fillSelects(data.nodes);
     const roots = data.nodes.filter((n) => n.is_start || n.kind === "launcher").map((n) => `#${n.id}`);
+    layoutKey = `gem-layout:${data.app}`;
+    const kept = storedPositions();
+    const allKept = data.nodes.length > 0 && data.nodes.every((n) => kept[String(n.id)]);
+    let layout;
+    if (allKept) layout = {name: "preset", positions: (node) => kept[node.id()], fit: true, padding: 20};
+    else if (roots.length && data.app !== "cross") {
+      layout = {name: "breadthfirst", directed: true, roots: roots, spacingFactor: 1.1, padding: 20};
+    } else layout = {name: "cose", animate: false, randomize: false, padding: 20, nodeRepulsion: () => 9000};
     cy = cytoscape({
       container: box,
       elements: elements(data),
@@ -90,10 +121,12 @@
                                        "background-color": "#f1c40f", "z-index": 10}},
         {selector: "node:selected", style: {"border-width": 3, "border-color": "#f39c12"}},
       ],
-      layout: roots.length && data.app !== "cross"
-        ? {name: "breadthfirst", directed: true, roots: roots, spacingFactor: 1.1, padding: 20}
-        : {name: "cose", animate: false, padding: 20, nodeRepulsion: () => 9000},
+      layout: {name: "preset"},
     });
+    // The first drawing of this graph is the one kept; a node dragged later is kept where it was put.
+    cy.layout(Object.assign(layout, {stop: () => { if (!allKept) savePositions(); }})).run();
+    cy.on("dragfree", "node", savePositions);
+    window.gemCy = cy;  // for a look from the console (and the browser test)
     cy.on("tap", "node", (event) => {
       const node = nodesById[event.target.id()];
       showPage(node);
@@ -121,8 +154,7 @@
         return;
       }
       if (!answer.path.length) pathList.appendChild(text("li", "Already there: the same page."));
-      answer.steps.forEach((step) => pathList.appendChild(
-        text("li", `${step.from} → ${step.to} (${step.via}: ${JSON.stringify(step.action)})`)));
+      answer.steps.forEach((step) => pathList.appendChild(text("li", `${step.from} → ${step.to}: ${step.text}`)));
       if (cy) {
         answer.nodes.forEach((id) => cy.getElementById(String(id)).addClass("on-path"));
         answer.path.forEach((id) => cy.getElementById(`e${id}`).addClass("on-path"));

@@ -41,25 +41,13 @@ from flywheel.queries.exploration.rules import (
     words_pattern,
 )
 from flywheel.queries.page_io import read_page
+from flywheel.rules.step_words import step_words
 from flywheel.screens.page_identity import fingerprint, layout_distance, match_page, same_page
 from flywheel.screens.selectors import find_target
 
 
 class ExplorationStopped(Exception):
     """Cancelled, the budget is spent or the lease is lost: the state is kept for a resume."""
-
-
-def step_words(step: dict) -> str:
-    """A query-format step as a person reads it in a problem: 'tap "Swap"', 'type into "Search"'."""
-    target = step.get("target") or {}
-    if not isinstance(target, dict):
-        target = {}
-    # A resource id (com.sim.translator:id/swap_button) by its last part: "swap button".
-    name = target.get("text") or target.get("content_desc") or \
-        str(target.get("resource_id") or "").rsplit("/", 1)[-1].replace("_", " ")
-    verb = {"click": "tap", "long_press": "long press", "type": "type into"}.get(step.get("action"),
-                                                                                 str(step.get("action", "")))
-    return f'{verb} "{name}"' if name else verb
 
 
 class AppExplorer(CrossAppSteps):

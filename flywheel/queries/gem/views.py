@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 from accounts.roles import ADMIN, MANAGER, has_role, role_required
 from flywheel.models import App, DevicePrior, Edge, GemPage
 from flywheel.queries.gem import graph as gem
+from flywheel.rules.step_words import edge_words
 
 MAX_DRAWN_PAGES = 400  # more nodes than this make an unreadable drawing and a slow browser
 CROSS = "cross"        # the app selector's value for the cross-app graph
@@ -97,13 +98,17 @@ def gem_path_json(request):
     if path is None:
         return JsonResponse({"path": None, "nodes": [], "steps": [],
                              "reason": "no usable path (an edge may be unreachable for now)"})
-    nodes, steps = [source], []
+    nodes, hops = [source], []
     for eid in path:
         u, v, data = next((u, v, d) for u, v, k, d in graph.out_edges(nodes[-1], keys=True, data=True) if k == eid)
         nodes.append(v)
-        steps.append({"edge": eid, "from": graph.nodes[u]["title"] or graph.nodes[u]["name"],
-                      "to": graph.nodes[v]["title"] or graph.nodes[v]["name"], "via": data["via"],
-                      "action": data["action"]})
+        hops.append((eid, u, v, data))
+    names = App.display_labels(graph.nodes[v]["app"] for _e, _u, v, _d in hops)
+    # Each step with its words ("text"), which the page shows; the action stays for programs.
+    steps = [{"edge": eid, "from": graph.nodes[u]["title"] or graph.nodes[u]["name"],
+              "to": graph.nodes[v]["title"] or graph.nodes[v]["name"], "via": data["via"], "action": data["action"],
+              "text": edge_words(data["via"], data["action"], names.get(graph.nodes[v]["app"], ""))}
+             for eid, u, v, data in hops]
     return JsonResponse({"path": path, "nodes": nodes, "steps": steps})
 
 

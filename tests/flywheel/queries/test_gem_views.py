@@ -81,6 +81,8 @@ def test_path_finder_answers_with_the_shortest_usable_path(client_as, world):
     assert data["nodes"] == [p["product"].pk, p["launcher"].pk, p["home"].pk, p["editor"].pk]
     assert [step["via"] for step in data["steps"]] == ["home", "launch", "tap"]
     assert data["steps"][2]["action"] == {"action": "click", "target": {"resource_id": "com.sim.notes:id/fab_add"}}
+    # ...and in words for the page: no JSON, no package id
+    assert [step["text"] for step in data["steps"]] == ["press Home", "open Notes", 'tap "fab add"']
     none = browser.get(f"/gem/path.json?source={p['home'].pk}&target={p['island'].pk}").json()
     assert none["path"] is None and "no usable path" in none["reason"]
     assert browser.get("/gem/path.json?source=x&target=1").status_code == 400
@@ -139,5 +141,26 @@ def test_the_graph_is_drawn_and_the_path_finder_highlights_a_path(role_users, as
     page.click("#gem-find")
     page.wait_for_function("document.querySelectorAll('#gem-path li').length === 2")
     steps = page.locator("#gem-path li").all_inner_texts()
-    assert steps[0].startswith("Notes → Search (tap") and steps[1].startswith("Search → Note (tap")
+    assert steps[0].startswith("Notes → Search: tap") and steps[1].startswith("Search → Note: tap"), steps
+    assert not any("{" in step or "com.sim" in step for step in steps)
+    # The path stays inside its card.
+    box = page.locator("#gem-path").bounding_box()
+    card = page.locator(".gem-side").bounding_box()
+    assert box["x"] + box["width"] <= card["x"] + card["width"] + 1
+
+    # The map keeps its layout between loads: the same positions, and a dragged node stays put.
+    positions = "() => Object.fromEntries(window.gemCy.nodes().map((n) => [n.id(), n.position()]))"
+    first = page.evaluate(positions)
+    page.evaluate(f"() => {{ const n = window.gemCy.getElementById('{p['note'].pk}'); n.position({{x: 777, y: 555}});"
+                  " n.emit('dragfree'); }")
+    page.reload()
+    page.wait_for_function("window.gemCy && window.gemCy.nodes().length === 6")
+    again = page.evaluate(positions)
+    assert again[str(p["note"].pk)] == {"x": 777, "y": 555}
+    assert {k: v for k, v in again.items() if k != str(p["note"].pk)} == \
+        {k: v for k, v in first.items() if k != str(p["note"].pk)}
+    page.evaluate("() => window.localStorage.clear()")
+    page.reload()
+    page.wait_for_function("window.gemCy && window.gemCy.nodes().length === 6")
+    assert page.evaluate(positions) == first, "the first layout is the same on any browser"
     page.close()
