@@ -20,7 +20,7 @@ def my_queue(request):
         "assigned": assigned.only(*shown)[:100],
         "open_count": open_pool.count(),
         "open_next": open_pool.only(*shown).prefetch_related(Prefetch(
-            "app_links", QueryApp.objects.select_related("app").only("query_id", "position", "app__package")))[:20],
+            "app_links", QueryApp.objects.select_related("app").only("query_id", "position", "app__package", "app__label")))[:20],
         "in_progress": in_progress,
         "policies": [default_policy_version(), *ModelVersion.objects.filter(kind=ModelVersion.Kind.ENDPOINT).order_by("name")],
     })

@@ -19,7 +19,7 @@ from accounts.roles import ADJUDICATOR, ANNOTATOR, MANAGER, role_required
 from devices.uitree import node_at, parse_hierarchy
 from flywheel.access import repairs_visible_to, sees_everything, trajectories_visible_to
 from flywheel.blobs import read_blob
-from flywheel.models import Attribution, Line, Outcome, Repair, SftEntry, Trajectory
+from flywheel.models import App, Attribution, Line, Outcome, Repair, SftEntry, Trajectory
 from flywheel.pools.ledger import STAGE_LABELS, with_failure_path
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -76,6 +76,7 @@ def player_frames(trajectory: Trajectory, attribution: Attribution | None, repai
     for repair in repairs:
         if repair.step_index is not None and (repair.correction or repair.teacher_output):
             corrections.setdefault(repair.step_index, []).append(repair)
+    apps = App.display_labels(step.foreground_package for step in steps)
     frames = []
     for step in steps:
         action = step.executed_action if isinstance(step.executed_action, dict) else (step.proposed_action or {})
@@ -92,7 +93,7 @@ def player_frames(trajectory: Trajectory, attribution: Attribution | None, repai
             "element": _element_at(step.hierarchy.name if step.hierarchy else "", (action or {}).get("point")),
             "screenshot": step.screenshot.url if screenshot else "",
             "first_bad": first_bad is not None and step.index == first_bad,
-            "flagged": step.index in flagged, "fixes": fixes,
+            "flagged": step.index in flagged, "fixes": fixes, "app": apps.get(step.foreground_package, ""),
             "cot": step.cot if isinstance(step.cot, dict) else {},
         })
     return frames

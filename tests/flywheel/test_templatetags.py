@@ -82,3 +82,14 @@ def test_the_readable_filters_put_settings_and_times_in_words(settings):
     rendered = Template('{% include "flywheel/_settings.html" with settings=s testid="t" empty="every query" %}')
     assert "every query" in rendered.render(Context({"s": {}}))
     assert "{" not in rendered.render(Context({"s": {"model": {"tiny": {}}, "lr": 0.001}}))
+
+
+@pytest.mark.django_db
+def test_query_lists_name_apps_by_label(client_as):
+    from flywheel.models import App, Query
+
+    query = Query.objects.create(key="label-1", text="Open Swap", tier="L1", verification={})
+    query.set_apps([App.objects.create(package="com.sim.translator", label="Translator"),
+                    App.objects.create(package="com.sim.shop")])
+    page = client_as("manager").get("/queries/").content.decode()
+    assert "<td>Translator, Shop</td>" in page and "com.sim." not in page
