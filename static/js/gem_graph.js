@@ -139,7 +139,8 @@
     });
     cy.on("mouseover", "edge", (event) => {
       const edge = event.target.data();
-      box.title = edge.usable ? `via ${edge.via}` : `unreachable until ${edge.until || "re-checked"}: ${edge.reason}`;
+      const until = edge.until ? new Date(edge.until).toLocaleString([], {dateStyle: "medium", timeStyle: "short"}) : "";
+      box.title = edge.usable ? `via ${edge.via}` : `unreachable until ${until || "re-checked"}: ${edge.reason}`;
     });
     cy.on("mouseout", "edge", () => { box.title = ""; });
   }
