@@ -198,7 +198,9 @@ def test_patch_rounds_fill_what_the_gates_rejected_and_shrink_the_drift(world, s
     assert rounds[1]["kind"] == "patch" and rounds[1]["added"] > 0
     _patch_rounds_ask_only_short_cells([r for r in rounds if r["kind"] != "fill"])
     assert report["after"]["missing"] < first["missing_after"] / 2
-    assert report["after"]["drift"] < first["drift_after"] / 2
+    # The patch rounds shrink the drift by well over a third (a half before #31's wording, whose
+    # better first round leaves less to patch: 0.85 -> 0.49 where it was 1.03 -> 0.47).
+    assert report["after"]["drift"] < first["drift_after"] * 0.6
     items = _items(benchmark)
     assert TABLE["size"] - 2 <= len(items) <= TABLE["size"] and len(items) == report["after"]["items"]
     assert all(i.query.gate_results["gate3"]["passed"] and i.split == "held_out" for i in items)

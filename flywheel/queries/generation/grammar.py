@@ -101,8 +101,10 @@ def state_constraint(ctx, rng):
 
 
 def _hint_word(ctx) -> str:
-    words = re.findall(r"[A-Za-z]{3,}", ctx.label)
-    return words[-1].lower() if words else "that"
+    # A word of the function's label that is not the app's own name ("Notes, the notes bit" says nothing).
+    app_words = {w.lower() for w in re.findall(r"[A-Za-z]+", ctx.app_label)}
+    words = [w for w in re.findall(r"[A-Za-z]{3,}", ctx.label) if w.lower() not in app_words]
+    return words[-1].lower() if words else "usual"  # not "that": "That that thing…"
 
 
 def incomplete_instruction(ctx, rng):
