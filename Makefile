@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up central phone-host worker test test-fast install install-training clean-venv flywheel-demo
+.PHONY: up central phone-host worker model-host test test-fast install install-training clean-venv flywheel-demo
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ phone-host: $(STAMP)
 
 worker: $(STAMP) $(TRAINING_STAMP)
 	$(PY) scripts/up.py worker
+
+# Serves trained checkpoints: vLLM where it is installed and a GPU is here, else the built-in server.
+model-host: $(STAMP) $(TRAINING_STAMP)
+	$(PY) scripts/up.py model-host
 
 test: $(STAMP) $(TRAINING_STAMP)
 	$(PY) scripts/run_tests.py $(ARGS)

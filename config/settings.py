@@ -354,6 +354,18 @@ TRAINING_SNAPSHOT_SYNC_ROWS = int(os.environ.get("TRAINING_SNAPSHOT_SYNC_ROWS", 
 # An RL run's rollouts (training/rl_round.py): phones they are collected on, and how long they may take.
 TRAINING_ROLLOUT_PHONES = int(os.environ.get("TRAINING_ROLLOUT_PHONES", "4"))
 TRAINING_ROLLOUT_TIMEOUT_S = float(os.environ.get("TRAINING_ROLLOUT_TIMEOUT_S", str(3 * 3600)))
+# Model hosts (`make model-host`, training/model_host/): serve trained checkpoints unattended.
+MODEL_HOST_NAME = os.environ.get("MODEL_HOST_NAME", "")  # default: the machine's hostname
+MODEL_HOST_ADDRESS = os.environ.get("MODEL_HOST_ADDRESS", "127.0.0.1")  # how the console reaches its servers
+MODEL_HOST_PORT = int(os.environ.get("MODEL_HOST_PORT", "8100"))  # the first port its servers listen on
+MODEL_HOST_MAX_SERVERS = int(os.environ.get("MODEL_HOST_MAX_SERVERS", "2"))  # servers one host runs at once
+# The newest N trained checkpoints stay served while no run uses them (the next round's is ready at once).
+MODEL_HOST_KEEP_WARM = int(os.environ.get("MODEL_HOST_KEEP_WARM", "1"))
+MODEL_HOST_ENGINE = os.environ.get("MODEL_HOST_ENGINE", "auto")  # auto (vLLM with a GPU), vllm or builtin
+MODEL_HOST_DEVICE = os.environ.get("MODEL_HOST_DEVICE", "auto")  # the built-in server's torch device
+MODEL_HOST_START_TIMEOUT_S = float(os.environ.get("MODEL_HOST_START_TIMEOUT_S", "900"))
+MODEL_HOST_MAX_RESTARTS = int(os.environ.get("MODEL_HOST_MAX_RESTARTS", "5"))  # in a row without answering
+MODEL_HOST_STALE_S = float(os.environ.get("MODEL_HOST_STALE_S", "120"))  # a silent host's versions are free
 # The environment service (training/env_service.py) over leased phones, for external RL frameworks.
 ENV_SERVICE_TOKEN = os.environ.get("ENV_SERVICE_TOKEN", "")
 # How long a session's phone stays leased without a step (then it is interrupted and routed).

@@ -1,11 +1,13 @@
 """`make up` and the deploy roles: one command each, configured by the environment only.
 
     scripts/up.py               every role on this machine (`make up`): Redis when none answers,
-                                the virtual farm, a worker on every queue, beat and the web server
+                                the virtual farm, a worker on every queue, beat, the web server
+                                and a model host
     scripts/up.py central       web + beat; migrates and seeds (PostgreSQL and Redis are the operator's)
     scripts/up.py phone-host    the collection worker of the ADB server beside it (a virtual farm too
                                 when FARM_DEVICES is set); discovers and registers its phones
     scripts/up.py worker        evaluation, repair, training and benchmark queues
+    scripts/up.py model-host    serves trained checkpoints (vLLM on a GPU, else the built-in server)
 
 Each checks the database and Redis first and exits non-zero saying what is wrong, never half-started.
 It stays in the foreground and restarts a process that dies, with backoff (1 s, doubling to 60 s;
@@ -34,7 +36,7 @@ VAR = Path(os.environ.get("FLYWHEEL_VAR_DIR", ROOT / "var"))
 VBENCH_FILE = ROOT.parent / "shared" / "data" / "mobilegui-vbench" / "MobileGUI-VBench.jsonl"
 FARM_TASKS = ROOT / "simfarm" / "tasks" / "tasks.jsonl"
 WORK_QUEUES = "default,collection,evaluation,repair,training,benchmark"
-ROLES = ("all", "central", "phone-host", "worker")
+ROLES = ("all", "central", "phone-host", "worker", "model-host")
 REFUSED = 3  # a worker's exit code when its phone host is served by a live worker elsewhere
 MAX_BACKOFF_S = 60.0
 STEADY_AFTER_S = 60.0
@@ -206,6 +208,7 @@ def role_all(supervisor, env):
     names = [entry.partition("=")[0].strip() for entry in env["ADB_SERVERS"].split(",") if entry.strip()]
     host_queues = ",".join("collection." + name.replace(":", "-") for name in names)
     start_worker(supervisor, env, "worker", f"{WORK_QUEUES},{host_queues}", "console@%h")
+    start_model_host(supervisor, env)
     start_beat_and_web(supervisor, env)
 
 
@@ -263,6 +266,16 @@ def role_worker(supervisor, env):
     print("\nThe worker is serving. Ctrl-C stops it.\n", flush=True)
 
 
+def start_model_host(supervisor, env):
+    supervisor.start("model-host", [venv_bin("python"), "manage.py", "model_host"], env)
+
+
+def role_model_host(supervisor, env):
+    preflight(env)
+    start_model_host(supervisor, env)
+    print("\nThe model host is serving trained checkpoints as they need it. Ctrl-C stops it.\n", flush=True)
+
+
 def warn_without_training_extras(role):
     """`make up`, central and worker install them; started some other way, say what the pages will say."""
     if role != "phone-host" and any(importlib.util.find_spec(name) is None for name in ("torch", "transformers")):
@@ -276,8 +289,8 @@ def main(role):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     supervisor = Supervisor()
     try:
-        {"all": role_all, "central": role_central, "phone-host": role_phone_host, "worker": role_worker}[role](
-            supervisor, env)
+        {"all": role_all, "central": role_central, "phone-host": role_phone_host, "worker": role_worker,
+         "model-host": role_model_host}[role](supervisor, env)
         while True:
             refused = supervisor.tend()
             if refused:

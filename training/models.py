@@ -94,3 +94,39 @@ class TrainingRun(models.Model):
     def progress_percent(self):
         total = (self.progress or {}).get("total_steps") or 0
         return round(100 * min((self.progress or {}).get("step", 0), total) / total) if total else 0
+
+
+class Serving(models.Model):
+    """One checkpoint version served by a model host (training/model_host/): who serves it, where, and
+    how it went. One row per version: claiming it (select_for_update) is what keeps two hosts apart."""
+
+    class State(models.TextChoices):
+        CLAIMED = "claimed", "Claimed by a model host"
+        STARTING = "starting", "Starting its server"
+        SERVING = "serving", "Serving"
+        FAILED = "failed", "Failed (the checkpoint cannot be served)"
+        STOPPED = "stopped", "Stopped (not in use)"
+
+    ACTIVE = ("claimed", "starting", "serving")
+
+    class Engine(models.TextChoices):
+        VLLM = "vllm", "vLLM"
+        BUILTIN = "builtin", "Built-in server (transformers)"
+
+    version = models.OneToOneField("flywheel.ModelVersion", on_delete=models.CASCADE, related_name="serving")
+    state = models.CharField(max_length=10, choices=State, default="claimed", db_index=True)
+    host = models.CharField(max_length=100, blank=True, help_text="the model host that claimed it")
+    engine = models.CharField(max_length=10, choices=Engine, blank=True)
+    port = models.PositiveIntegerField(null=True, blank=True)
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    log_path = models.CharField(max_length=400, blank=True)
+    error = models.TextField(blank=True, help_text="why the checkpoint could not be served (the loader's words)")
+    restarts = models.PositiveIntegerField(default=0, help_text="times its server died and was started again")
+    restart_at = models.DateTimeField(null=True, blank=True, help_text="when a server that died starts again")
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="its host's last sign of life")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    serving_since = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"{self.version} · {self.get_state_display()}"

@@ -16,7 +16,8 @@ from flywheel.models import ModelVersion
 from flywheel.polling import render_live
 from training import serving
 from training.config import DEFAULTS, ConfigError
-from training.models import DataSnapshot, TrainingRun
+from training.model_host.host import serve_again
+from training.models import DataSnapshot, Serving, TrainingRun
 from training.runs import INSTALL_HINT, RunError, cancel_run, create_run, lineage, resume_run, training_extras_installed
 from training.snapshots import create_snapshot
 
@@ -169,8 +170,20 @@ def model_detail(request, model_id):
         recipe = ""
     return render(request, "training/model.html", {
         "version": version, "chain": lineage(version), "recipe": recipe,
+        "serving": Serving.objects.filter(version=version).first(),
         "children": version.children.order_by("created_at"), "served_name": serving.served_name(version),
         "runs_from": version.training_runs_from.select_related("snapshot", "produced_model")[:50]})
+
+
+@role_required(MANAGER, ADMIN)
+@require_POST
+def model_serve_again(request, model_id):
+    version = get_object_or_404(ModelVersion, pk=model_id)
+    if serve_again(version):
+        messages.success(request, f"A model host will try to serve {version.name} again.")
+    else:
+        messages.error(request, f"{version.name} has not failed to serve; there is nothing to try again.")
+    return redirect("training-model", model_id=model_id)
 
 
 @role_required(MANAGER, ADMIN)

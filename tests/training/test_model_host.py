@@ -1,0 +1,221 @@
+"""Model hosts (issue #32): a trained checkpoint is served, registered, restarted and stopped unattended."""
+import base64
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from flywheel.models import CollectionRun, ModelVersion
+from training.model_host.host import ModelHost, claim, needs_serving, wanted_ids
+from training.models import Serving
+
+pytestmark = pytest.mark.django_db
+
+
+def free_port():
+    from tests.conftest import free_port as port
+
+    return port()
+
+
+def checkpoint_version(name, artifact, **fields):
+    return ModelVersion.objects.create(name=name, kind="checkpoint", artifact=str(artifact), **fields)
+
+
+@pytest.fixture
+def tiny_checkpoint(torch, tmp_path):
+    from training.trainer.tiny import build_tiny, save_artifact
+
+    model, processor = build_tiny({})
+    return save_artifact(model, processor, tmp_path / "tiny-final")
+
+
+def png_data_url():
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (120, 200), (30, 140, 220)).save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def http(method, url, body=None, timeout=60):
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def tick_until(host, predicate, timeout=180):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        host.tick()
+        row = Serving.objects.filter(host=host.name).select_related("version").order_by("-pk").first()
+        if row is not None and predicate(row):
+            return row
+        time.sleep(0.5)
+    raise AssertionError(f"timed out; last state: {row and (row.state, row.error, row.restarts)}")
+
+
+# --- who needs serving: data, and claims that never overlap -------------------------------------------
+
+def test_needs_serving_is_the_wanted_unheld_checkpoints(tmp_path):
+    old = checkpoint_version("m+sft#1", tmp_path / "1")
+    new = checkpoint_version("m+sft#2", tmp_path / "2")
+    ModelVersion.objects.create(name="by-hand", kind="endpoint", artifact=str(tmp_path / "3"),
+                                endpoint_url="http://127.0.0.1:9/v1")
+    ModelVersion.objects.create(name="no-artifact", kind="checkpoint")
+    assert list(needs_serving(keep_warm=1)) == [new]            # the newest one is kept warm
+    assert set(needs_serving(keep_warm=0)) == set()             # nobody uses either
+    CollectionRun.objects.create(line="rl", model_version=old, status="running")
+    assert old.pk in wanted_ids(0) and list(needs_serving(keep_warm=0)) == [old]
+
+    first, second = claim("host-a", 5, keep_warm=1), claim("host-b", 5, keep_warm=1)
+    assert {row.version for row in first} == {old, new} and second == []
+    assert Serving.objects.get(version=new).host == "host-a"
+    # a silent host's versions are free again; a failed one never is
+    Serving.objects.filter(version=new).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    Serving.objects.filter(version=old).update(state="failed", error="no weights")
+    assert [row.version for row in claim("host-b", 5, keep_warm=1)] == [new]
+    assert Serving.objects.get(version=new).host == "host-b"
+    assert claim("host-c", 5, keep_warm=1) == []
+
+
+# --- the built-in server ----------------------------------------------------------------------------
+
+def test_the_builtin_server_answers_chat_completions_with_an_image(tiny_checkpoint):
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "training.model_host.server", "--model", str(tiny_checkpoint),
+                                "--served-model-name", "tiny-sft-1", "--port", str(port), "--device", "cpu",
+                                "--max-new-tokens", "6"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert process.poll() is None, process.stderr.read().decode()[-2000:]
+            try:
+                if http("GET", base + "/health", timeout=2)[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the server never answered"
+            time.sleep(0.5)
+        status, models = http("GET", base + "/v1/models")
+        assert status == 200 and [entry["id"] for entry in models["data"]] == ["tiny-sft-1"]
+        messages = [{"role": "system", "content": "You operate a phone."},
+                    {"role": "user", "content": [{"type": "text", "text": "Open Settings"},
+                                                 {"type": "image_url", "image_url": {"url": png_data_url()}}]}]
+        status, reply = http("POST", base + "/v1/chat/completions",
+                             {"model": "tiny-sft-1", "messages": messages, "temperature": 0, "max_tokens": 4,
+                              "logprobs": True, "top_logprobs": 2})
+        assert status == 200, reply
+        choice = reply["choices"][0]
+        assert choice["message"]["role"] == "assistant" and isinstance(choice["message"]["content"], str)
+        assert choice["finish_reason"] in ("stop", "length")
+        # the screenshot reached the model: its visual tokens are in the prompt (120×200 → 4×7 merged patches)
+        status, text_only = http("POST", base + "/v1/chat/completions",
+                                 {"messages": [messages[0], {"role": "user", "content": "Open Settings"}],
+                                  "max_tokens": 1})
+        assert reply["usage"]["prompt_tokens"] >= text_only["usage"]["prompt_tokens"] + 20
+        tokens = choice["logprobs"]["content"]
+        assert len(tokens) == reply["usage"]["completion_tokens"] >= 1
+        for token in tokens:
+            assert token["logprob"] <= 0 and len(token["top_logprobs"]) == 2
+            # greedy: the chosen token is the most likely one
+            assert token["logprob"] == pytest.approx(token["top_logprobs"][0]["logprob"], abs=1e-5)
+        # sampling for RL: temperature > 0 still gives each token's log-probability
+        status, sampled = http("POST", base + "/v1/chat/completions",
+                               {"messages": messages, "temperature": 1.0, "seed": 3, "max_tokens": 3, "logprobs": True})
+        assert status == 200 and all(t["logprob"] <= 0 for t in sampled["choices"][0]["logprobs"]["content"])
+        # a remote image is refused, not fetched; another model's name is not served
+        remote = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/a.png"}}]}]
+        assert http("POST", base + "/v1/chat/completions", {"messages": remote})[0] == 400
+        assert http("POST", base + "/v1/chat/completions", {"model": "other", "messages": messages})[0] == 404
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+# --- the host ---------------------------------------------------------------------------------------
+
+def make_host(tmp_path, name="host-a", keep_warm=1):
+    return ModelHost(name, address="127.0.0.1", first_port=free_port(), max_servers=2, keep_warm=keep_warm,
+                     engine="builtin", device="cpu", log_dir=tmp_path / "model-host", start_timeout_s=240)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_host_serves_a_checkpoint_restarts_its_server_and_stops_it_when_unused(tiny_checkpoint, tmp_path):
+    version = checkpoint_version("tiny+sft#1", tiny_checkpoint)
+    host = make_host(tmp_path)
+    try:
+        row = tick_until(host, lambda row: row.state == "serving")
+        version.refresh_from_db()
+        assert version.kind == "endpoint" and version.health["ok"] is True
+        assert version.endpoint_url == f"http://127.0.0.1:{row.port}/v1" and version.served_model_name == "tiny-sft-1"
+        assert row.engine == "builtin" and row.restarts == 0 and alive(row.pid)
+        assert claim("host-b", 5, keep_warm=1) == []          # held: no second host serves it
+
+        # its server is killed: the host starts it again (after 1 s) and it serves again
+        first_pid = row.pid
+        os.kill(first_pid, signal.SIGKILL)
+        row = tick_until(host, lambda row: row.restarts == 1 and row.state == "serving")
+        assert row.pid != first_pid and alive(row.pid)
+        version.refresh_from_db()
+        assert version.kind == "endpoint" and version.health["ok"] is True
+
+        # nobody uses it any more (no run, and no checkpoint is kept warm): stopped, a plain checkpoint again
+        last_pid = row.pid
+        host.keep_warm = 0
+        host.tick()
+        row = Serving.objects.get(version=version)
+        assert row.state == "stopped" and row.pid is None and not host.processes
+        version.refresh_from_db()
+        assert version.kind == "checkpoint" and version.endpoint_url == "" and not version.health
+        assert not alive(last_pid)
+    finally:
+        host.shutdown()
+
+
+def test_a_checkpoint_missing_files_is_failed_with_the_loaders_reason_on_its_page(tiny_checkpoint, tmp_path,
+                                                                                  client_as):
+    (tiny_checkpoint / "model.safetensors").unlink()
+    version = checkpoint_version("tiny+sft#7", tiny_checkpoint)
+    host = make_host(tmp_path)
+    try:
+        row = tick_until(host, lambda row: row.state in ("failed", "serving"))
+        assert row.state == "failed" and row.error and "Traceback" not in row.error
+        assert "safetensors" in row.error or "no file named" in row.error.lower()
+        version.refresh_from_db()
+        assert version.kind == "checkpoint"
+        for _ in range(3):                                       # never retried by itself
+            host.tick()
+        assert Serving.objects.get(version=version).state == "failed" and not host.processes
+
+        client = client_as("manager")
+        page = client.get(f"/training/models/{version.pk}/").content.decode()
+        assert "Failed (the checkpoint cannot be served)" in page and 'data-testid="serving-error"' in page
+        from django.utils.html import escape
+        assert escape(row.error) in page and 'data-testid="serve-again"' in page
+        client.post(f"/training/models/{version.pk}/serve-again/")
+        assert Serving.objects.get(version=version).state == "stopped"
+        assert [r.version for r in claim("host-b", 1, keep_warm=1)] == [version]
+    finally:
+        host.shutdown()
