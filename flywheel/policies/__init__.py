@@ -28,8 +28,9 @@ def unservable_reason(model_version) -> str:
 
 
 def policy_for(model_version=None, line: str = "") -> Policy:
-    """The policy of a model version; on the RL line (`line`) a compact policy samples its G rollouts
-    (sampling["rl_temperature"], default 0.7) so a group can disagree, as GRPO's groups must."""
+    """The policy of a model version; on the RL line (`line`) a compact or endpoint policy samples its G
+    rollouts (sampling["rl_temperature"], default 0.7) so a group can disagree, as GRPO's groups must;
+    an endpoint also returns each token's log-probability there."""
     if model_version is None or model_version.kind == ModelVersion.Kind.OFFLINE:
         return OfflinePolicy()
     if model_version.kind == ModelVersion.Kind.COMPACT:
@@ -39,7 +40,7 @@ def policy_for(model_version=None, line: str = "") -> Policy:
         return CompactPolicy(model_version.artifact, name=model_version.name, temperature=temperature)
     if unservable_reason(model_version):
         raise PolicyError(unservable_reason(model_version))
-    return EndpointPolicy.from_model_version(model_version)
+    return EndpointPolicy.from_model_version(model_version, line=line)
 
 
 __all__ = ["Policy", "PolicyError", "PolicyState", "Proposal", "EndpointPolicy", "OfflinePolicy",

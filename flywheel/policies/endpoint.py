@@ -24,6 +24,7 @@ SAMPLING_KEYS = {"temperature", "top_p", "top_k", "max_tokens", "seed", "stop", 
 # Protocol settings that may also live in `sampling` (they shape the prompt, not the sampler).
 PROTOCOL_KEYS = {"k_screenshots", "coords", "timeout_s", "retries"}
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+RL_TEMPERATURE = 0.7  # the RL line's sampling temperature unless a version's sampling["rl_temperature"] says
 
 
 def _redact_images(messages: list[dict]) -> list[dict]:
@@ -67,9 +68,17 @@ class EndpointPolicy:
         self.name = name or f"{model}@{self.base_url}"
 
     @classmethod
-    def from_model_version(cls, version):
-        return cls(version.endpoint_url, version.served_model_name or version.name,
-                   sampling=version.sampling, name=version.name)
+    def from_model_version(cls, version, line: str = ""):
+        sampling = dict(version.sampling or {})
+        rl_temperature = float(sampling.pop("rl_temperature", RL_TEMPERATURE))
+        policy = cls(version.endpoint_url, version.served_model_name or version.name, sampling=sampling,
+                     name=version.name)
+        if line == "rl":
+            # A GRPO group's G rollouts must be able to disagree: sampled, with no fixed seed (one seed
+            # would give every rollout of a prompt the same tokens), and the token log-probabilities kept.
+            policy.sampling.pop("seed", None)
+            policy.sampling.update(temperature=rl_temperature, logprobs=True)
+        return policy
 
     def request_body(self, state: PolicyState) -> dict:
         messages = state_messages(state, k=self.k, coords=self.coords)

@@ -91,3 +91,18 @@ def test_policy_for_a_registered_model_version():
     assert isinstance(policy, EndpointPolicy)
     assert policy.base_url == "http://h:8000/v1" and policy.model == "agent" and policy.sampling["temperature"] == 0.2
     assert policy_for(None).name == "offline-rules-v1"
+
+
+@pytest.mark.django_db
+def test_on_the_rl_line_an_endpoint_samples_and_returns_logprobs():
+    from flywheel.models import ModelVersion
+
+    version = ModelVersion.objects.create(name="agent-v4", kind="endpoint", endpoint_url="http://h:8000/v1",
+                                          sampling={"rl_temperature": 0.9, "max_tokens": 256})
+    collected = policy_for(version, line="automatic").sampling
+    assert collected["temperature"] == 0.0 and collected["seed"] == 0 and "logprobs" not in collected
+    rl = policy_for(version, line="rl").sampling
+    # a group's rollouts can disagree: sampled, no fixed seed; logprobs for the trainer
+    assert rl["temperature"] == 0.9 and rl["logprobs"] is True and "seed" not in rl and rl["max_tokens"] == 256
+    version.sampling = {}
+    assert policy_for(version, line="rl").sampling["temperature"] == 0.7
