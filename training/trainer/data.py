@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 from PIL import Image, UnidentifiedImageError
-from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
 from training.trainer.state import TrainerError
+from training.trainer.tiny import pixel_range, smart_resize
 
 IMAGE_PLACEHOLDER = "<image>"
 IGNORE_INDEX = -100
@@ -105,8 +105,8 @@ def image_tokens(path: Path, image_processor) -> int:
         width, height = image.size
         image.verify()
     patch, merge = image_processor.patch_size, image_processor.merge_size
-    resized_h, resized_w = smart_resize(height, width, factor=patch * merge, min_pixels=image_processor.min_pixels,
-                                        max_pixels=image_processor.max_pixels)
+    low, high = pixel_range(image_processor)
+    resized_h, resized_w = smart_resize(height, width, factor=patch * merge, min_pixels=low, max_pixels=high)
     return (resized_h // patch) * (resized_w // patch) // (merge * merge)
 
 

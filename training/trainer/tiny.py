@@ -8,22 +8,32 @@ Saved artifacts name the stock `Qwen2_5_VLProcessor` so vLLM and LLaMA-Factory l
 """
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
 import torch
+import transformers
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 from transformers import (
     Qwen2_5_VLConfig,
     Qwen2_5_VLForConditionalGeneration,
     Qwen2_5_VLProcessor,
     Qwen2TokenizerFast,
-    Qwen2VLImageProcessor,
 )
-from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
 from transformers.processing_utils import ProcessorMixin
 
 from training.trainer.state import TrainerError
+
+# The PIL/numpy image processor, on every host and in every run: transformers 4 calls it
+# Qwen2VLImageProcessor (its "slow" one; a reload picks the torchvision "Fast" one wherever torchvision
+# is installed, and pixel values then differ by up to 0.015), transformers 5 Qwen2VLImageProcessorPil
+# (its Qwen2VLImageProcessor is the torchvision one). Built, saved and reloaded as this class only.
+ImageProcessor = getattr(transformers, "Qwen2VLImageProcessorPil", None) or transformers.Qwen2VLImageProcessor
+# Its resize rule, from its own module (transformers 5's torchvision module fails to import without torchvision).
+smart_resize = importlib.import_module(ImageProcessor.__module__).smart_resize
+# The type name saved artifacts carry: the one both majors load (5.x maps it to its PIL class without torchvision).
+SAVED_IMAGE_PROCESSOR_TYPE = "Qwen2VLImageProcessor"
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                   "<|image_pad|>", "<|video_pad|>")
@@ -75,6 +85,19 @@ class ScreenshotProcessor(Qwen2_5_VLProcessor):
         ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
 
 
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable character table (byte-level BPE's alphabet; transformers 5 no longer
+    exports it): printable Latin-1 bytes stand for themselves, the others map to 256 + n in order."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    codes, extra = list(printable), 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            codes.append(256 + extra)
+            extra += 1
+    return dict(zip(printable, map(chr, codes)))
+
+
 def build_tokenizer() -> Qwen2TokenizerFast:
     """A byte-level BPE over the 256 byte symbols (no merges: every byte is one token) plus Qwen's
     special tokens, as a Qwen2TokenizerFast with the Qwen2-VL chat template."""
@@ -89,25 +112,47 @@ def build_tokenizer() -> Qwen2TokenizerFast:
     return tokenizer
 
 
+def pixel_range(image_processor) -> tuple[int, int]:
+    """(min_pixels, max_pixels) of the resize: size's shortest_edge / longest_edge under both majors
+    (transformers 5 keeps them there only; 4 also as attributes, which it reads from size)."""
+    return int(image_processor.size["shortest_edge"]), int(image_processor.size["longest_edge"])
+
+
 def set_image_pixels(processor, max_pixels: int | None, min_pixels: int | None = None) -> None:
     image_processor = processor.image_processor
-    if max_pixels:
-        image_processor.max_pixels = int(max_pixels)
-        image_processor.size["longest_edge"] = int(max_pixels)
-    if min_pixels:
-        image_processor.min_pixels = int(min_pixels)
-        image_processor.size["shortest_edge"] = int(min_pixels)
-    if image_processor.min_pixels > image_processor.max_pixels:
-        image_processor.min_pixels = image_processor.size["shortest_edge"] = image_processor.max_pixels
+    low, high = pixel_range(image_processor)
+    high = int(max_pixels) if max_pixels else high
+    low = min(int(min_pixels) if min_pixels else low, high)
+    image_processor.size["shortest_edge"], image_processor.size["longest_edge"] = low, high
+    for name, value in (("min_pixels", low), ("max_pixels", high)):
+        if getattr(image_processor, name, None) is not None:   # transformers 4's copies
+            setattr(image_processor, name, value)
+
+
+def make_processor(image_processor, tokenizer, chat_template: str | None) -> ScreenshotProcessor:
+    processor = ScreenshotProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=chat_template)
+    if not processor.chat_template:
+        processor.chat_template = getattr(tokenizer, "chat_template", None) or CHAT_TEMPLATE
+    return processor
 
 
 def build_processor(image_max_pixels: int | None = None) -> ScreenshotProcessor:
-    tokenizer = build_tokenizer()
-    image_processor = Qwen2VLImageProcessor(min_pixels=TINY_IMAGE_MIN_PIXELS, max_pixels=TINY_IMAGE_MAX_PIXELS,
-                                            patch_size=14, temporal_patch_size=2, merge_size=2)
-    processor = ScreenshotProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE)
+    image_processor = ImageProcessor(min_pixels=TINY_IMAGE_MIN_PIXELS, max_pixels=TINY_IMAGE_MAX_PIXELS,
+                                     patch_size=14, temporal_patch_size=2, merge_size=2)
+    processor = make_processor(image_processor, build_tokenizer(), CHAT_TEMPLATE)
     set_image_pixels(processor, image_max_pixels)
     return processor
+
+
+def load_processor(path: Path) -> ScreenshotProcessor:
+    """A saved processor, its image processor as ImageProcessor whatever class the files name (a
+    checkpoint of a real Qwen2.5-VL, or one saved where torchvision made it the "Fast" one)."""
+    image_processor = ImageProcessor.from_pretrained(path, local_files_only=True)
+    tokenizer = Qwen2TokenizerFast.from_pretrained(path, local_files_only=True)
+    template, legacy = path / "chat_template.jinja", path / "chat_template.json"   # legacy: older releases' file
+    chat_template = template.read_text() if template.is_file() else \
+        json.loads(legacy.read_text()).get("chat_template") if legacy.is_file() else None
+    return make_processor(image_processor, tokenizer, chat_template)
 
 
 def tiny_config(tokenizer, overrides: dict | None = None) -> Qwen2_5_VLConfig:
@@ -128,6 +173,8 @@ def tiny_config(tokenizer, overrides: dict | None = None) -> Qwen2_5_VLConfig:
     text["rope_scaling"] = {"type": "mrope", "mrope_section": [temporal, height, half - temporal - height]}
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
     text["vocab_size"] = max(text.get("vocab_size", 0), -(-len(tokenizer) // 64) * 64)
+    # In the text config too: transformers 5 reads them there, and its defaults are Qwen's real ids.
+    text.update(eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"], bos_token_id=None)
     return Qwen2_5_VLConfig(
         text_config=text, vision_config=vision,
         image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
@@ -161,9 +208,7 @@ def load_model(spec: dict, image_max_pixels: int | None = None, seed: int = 0, d
     if not (path / "config.json").is_file():
         raise ModelSpecError(f"no model at {path}: expected a save_pretrained directory with config.json")
     model = Qwen2_5_VLForConditionalGeneration.from_pretrained(path, local_files_only=True, dtype=dtype)
-    processor = ScreenshotProcessor.from_pretrained(path, local_files_only=True)
-    if not processor.chat_template:
-        processor.chat_template = processor.tokenizer.chat_template or CHAT_TEMPLATE
+    processor = load_processor(path)
     set_image_pixels(processor, image_max_pixels)
     return model, processor
 
@@ -182,10 +227,17 @@ def save_artifact(model, processor, directory: Path, state_dict: dict | None = N
     unwrap(model).save_pretrained(directory, state_dict=state_dict, safe_serialization=True)
     processor.save_pretrained(directory)
     processor.tokenizer.save_pretrained(directory)   # tokenizer_config.json carries the chat template too
+    nested = json.loads((directory / "processor_config.json").read_text()).get("image_processor") \
+        if (directory / "processor_config.json").exists() else None
+    if nested and not (directory / "preprocessor_config.json").exists():
+        # transformers 5 nests the image processor in processor_config.json; 4 (and vLLM on it) reads this file
+        (directory / "preprocessor_config.json").write_text(json.dumps(nested))
     for name in ("preprocessor_config.json", "processor_config.json"):
         path = directory / name
         if path.exists():
             data = json.loads(path.read_text())
             data["processor_class"] = Qwen2_5_VLProcessor.__name__
+            if "image_processor_type" in data:
+                data["image_processor_type"] = SAVED_IMAGE_PROCESSOR_TYPE
             path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return directory
