@@ -155,6 +155,7 @@ def supervise(run: TrainingRun, command: list[str], run_dir: Path) -> dict:
            "TOKENIZERS_PARALLELISM": "false"}
     set_phase(run, "training", command=command)
     (run_dir / "CANCEL").unlink(missing_ok=True)  # a cancel that was already honoured is not the new one
+    launched = time.time()
     with open(log_path, "ab") as output:
         process = subprocess.Popen(command, cwd=settings.BASE_DIR, stdout=output, stderr=subprocess.STDOUT,
                                    env=env, preexec_fn=_die_with_parent)
@@ -170,6 +171,11 @@ def supervise(run: TrainingRun, command: list[str], run_dir: Path) -> dict:
                 (run_dir / "CANCEL").touch()
                 cancel_sent = True
         status = ingest(run, run_dir)
+    # A status.json older than this start is an earlier attempt's ("running", "cancelled"): this trainer
+    # wrote none (it died before its first line: the interpreter, torchrun, a killed process).
+    status["written"] = float(status.get("updated_at") or 0) >= launched
+    if not status["written"]:
+        status["state"] = ""
     status.setdefault("state", "")
     status["returncode"] = process.returncode
     status["log_tail"] = _log_tail(log_path)
@@ -217,7 +223,12 @@ def execute_run(run_id: int) -> str:
     if status["state"] == "cancelled":
         end(run, TrainingRun.Status.CANCELLED)
         return TrainingRun.Status.CANCELLED
-    why = status.get("error") or f"the trainer exited with code {status['returncode']}"
-    end(run, TrainingRun.Status.FAILED, f"{why}\n\n{status['log_tail']}".strip())
+    if status["written"] and status.get("error"):
+        why = status["error"]
+    elif status["written"]:
+        why = f"the trainer exited with code {status['returncode']}"
+    else:
+        why = f"the trainer exited with code {status['returncode']} before it wrote its status; the end of its log:"
+    end(run, TrainingRun.Status.FAILED, f"{why}\n\n{status['log_tail'] or '(the log is empty)'}".strip())
     return TrainingRun.Status.FAILED
 

@@ -26,7 +26,7 @@ from training.trainer import data as samples_io
 from training.trainer.sft import freeze, lr_factor
 from training.trainer.sft import main as sft_main
 from training.trainer.state import read_metrics, read_status
-from training.trainer.tiny import build_tiny, load_model, save_artifact
+from training.trainer.tiny import ImageProcessor, build_tiny, load_model, save_artifact
 
 pytestmark = pytest.mark.usefixtures("torch")  # trains with torch: the slow tier
 
@@ -412,3 +412,65 @@ def test_a_deepspeed_config_without_deepspeed_installed_is_refused(tmp_path, exp
     assert sft_main(["--config", str(config)]) == 1
     error = read_status(config.parent)["error"]
     assert "deepspeed is not installed" in error and "pip install deepspeed" in error
+
+
+def test_a_resumed_run_sees_the_same_pixels_as_a_fresh_one(trained, export, tmp_path):
+    """The image processor is pinned (the PIL one) on build, save and load: a reload never picks the
+    torchvision "Fast" one, whose pixels differ by up to 0.015, even from files that name it."""
+    _, fresh = load_model({"tiny": {}}, 200704)
+    _, resumed = load_model({"path": str(trained / "checkpoint-8")}, 200704)
+    fast_named = tmp_path / "fast-named"
+    shutil.copytree(trained / "checkpoint-8", fast_named)
+    config = json.loads((fast_named / "preprocessor_config.json").read_text())
+    (fast_named / "preprocessor_config.json").write_text(json.dumps({**config,
+                                                                     "image_processor_type": "Qwen2VLImageProcessorFast"}))
+    _, from_fast_files = load_model({"path": str(fast_named)}, 200704)
+    assert {type(p.image_processor) for p in (fresh, resumed, from_fast_files)} == {ImageProcessor}
+    samples, _ = samples_io.load_samples(export / "data.jsonl", fresh, 10240)
+    pixels = [samples_io.encode(samples[0], processor)["pixel_values"] for processor in (fresh, resumed, from_fast_files)]
+    assert pixels[0].shape[0] == 2 * 32 * 4   # two frames of 32 visual tokens, 4 patches a token
+    assert torch.equal(pixels[0], pixels[1]) and torch.equal(pixels[0], pixels[2])
+    saved = json.loads((trained / "final" / "preprocessor_config.json").read_text())
+    assert saved["image_processor_type"] == "Qwen2VLImageProcessor"   # the name stock loaders of 4 and 5 know
+
+
+def test_an_unloadable_model_fails_with_a_one_line_status(tmp_path, export):
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    config = write_config(tmp_path, export, model={"path": str(broken)})
+    assert sft_main(["--config", str(config)]) == 1
+    status = read_status(config.parent)
+    assert status["state"] == "failed" and str(broken / "config.json") in status["error"]
+    assert "\n" not in status["error"] and status["error"].startswith("OSError: ")
+
+
+def test_a_bad_config_fails_with_a_status_beside_it(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text('{"stage": "sft", "model": ')   # cut short
+    assert sft_main(["--config", str(run_dir / "config.json")]) == 1
+    status = read_status(run_dir)
+    assert status["state"] == "failed" and status["error"].startswith("JSONDecodeError: ")
+    (run_dir / "config.json").write_text(json.dumps({"stage": "sft", "model": {"tiny": {}}}))   # no output_dir
+    assert sft_main(["--config", str(run_dir / "config.json")]) == 1
+    status = read_status(run_dir)
+    assert status["state"] == "failed" and status["error"] == "the config has no 'output_dir'"
+
+
+def test_a_trainer_whose_imports_fail_still_writes_its_status(tmp_path):
+    """Started as torchrun starts it (`python -m`), a trainer that cannot import transformers says so
+    in status.json (run_main's handler does not exist yet when the import fails)."""
+    broken = tmp_path / "site" / "transformers"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('raise ImportError("transformers is broken on this host")\n')
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({"output_dir": str(run_dir / "out"), "model": {"tiny": {}}}))
+    env = dict(trainer_env(), PYTHONPATH=f"{tmp_path / 'site'}:{ROOT}")
+    result = subprocess.run([sys.executable, "-m", "training.trainer.sft", "--config", str(run_dir / "config.json")],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "transformers is broken on this host" in result.stderr
+    assert read_status(run_dir / "out") | {"updated_at": 0} == {
+        "state": "failed", "error": "ImportError: transformers is broken on this host", "step": 0, "total_steps": 0,
+        "checkpoint": "", "updated_at": 0}

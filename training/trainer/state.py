@@ -27,6 +27,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from training.trainer.status import _write_atomic, one_line, read_status, status_dir, write_status
+
+__all__ = ["read_status", "write_status"]   # part of this module's contract (tests and the trainers import them here)
 CHECKPOINT_PREFIX = "checkpoint-"
 KEEP_CHECKPOINTS = 2
 TRAINER_STATE = "trainer_state.pt"
@@ -36,28 +39,7 @@ class TrainerError(RuntimeError):
     """A run that cannot go on; the message is what status.json's "error" says."""
 
 
-# -- status and metrics ----------------------------------------------------------------------------
-
-def _write_atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
-
-
-def read_status(output_dir: Path) -> dict:
-    try:
-        return json.loads((Path(output_dir) / "status.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def write_status(output_dir: Path, state: str, **fields) -> dict:
-    status = {"state": state, "step": 0, "total_steps": 0, "error": "", "checkpoint": "",
-              **{key: value for key, value in read_status(output_dir).items() if key != "state"}, **fields,
-              "updated_at": time.time()}
-    _write_atomic(Path(output_dir) / "status.json", json.dumps(status, indent=2, sort_keys=True))
-    return status
-
+# -- status and metrics (status.json itself: status.py, which needs no torch) ------------------------
 
 def append_metrics(output_dir: Path, record: dict) -> None:
     with open(Path(output_dir) / "metrics.jsonl", "a", encoding="utf-8") as handle:
@@ -225,13 +207,17 @@ def run_main(output_dir_of, body, argv=None) -> int:
     args = parser.parse_args(argv)
     output_dir, sigterm, started = None, signal.getsignal(signal.SIGTERM), time.time()
     try:
+        # An unreadable config still gets its status: in the directory of config.json (the run's).
+        output_dir = status_dir(Path(args.config))
         config = json.loads(Path(args.config).read_text())
-        output_dir = Path(output_dir_of(config))
+        if not isinstance(config, dict):
+            raise TrainerError(f"the config {args.config} is not a JSON object")
+        output_dir = status_dir(Path(args.config), config.get("output_dir") and output_dir_of(config))
         output_dir.mkdir(parents=True, exist_ok=True)
         return body(config)
     except Exception as error:
         traceback.print_exc()
-        message = str(error) if isinstance(error, TrainerError) else f"{type(error).__name__}: {error}"
+        message = one_line(error, plain=(TrainerError,))
         earlier = read_status(output_dir) if output_dir is not None else {}
         # Under torchrun the rank that failed first says why; the others then fail on the lost peer.
         first = earlier.get("state") == "failed" and earlier.get("updated_at", 0) >= started and earlier.get("error")
