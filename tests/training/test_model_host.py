@@ -84,9 +84,13 @@ def test_needs_serving_is_the_wanted_unheld_checkpoints(tmp_path):
     first, second = claim("host-a", 5, keep_warm=1), claim("host-b", 5, keep_warm=1)
     assert {row.version for row in first} == {old, new} and second == []
     assert Serving.objects.get(version=new).host == "host-a"
-    # a silent host's versions are free again; a failed one never is
-    Serving.objects.filter(version=new).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    # a silent host's versions are free again (unless its endpoint still answers); a failed one never is
+    Serving.objects.filter(version=new).update(state="serving", heartbeat_at=timezone.now() - timedelta(hours=1))
+    ModelVersion.objects.filter(pk=new.pk).update(kind="endpoint", endpoint_url="http://127.0.0.1:9/v1",
+                                                  health={"ok": True})
     Serving.objects.filter(version=old).update(state="failed", error="no weights")
+    assert claim("host-b", 5, keep_warm=1) == []
+    ModelVersion.objects.filter(pk=new.pk).update(health={})
     assert [row.version for row in claim("host-b", 5, keep_warm=1)] == [new]
     assert Serving.objects.get(version=new).host == "host-b"
     assert claim("host-c", 5, keep_warm=1) == []

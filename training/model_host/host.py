@@ -90,7 +90,7 @@ def needs_serving(keep_warm: int | None = None):
     held = Serving.objects.filter(version=OuterRef("pk")).filter(
         Q(state=Serving.State.FAILED) | Q(state__in=Serving.ACTIVE, heartbeat_at__gte=_stale_before()))
     return (managed_versions().filter(pk__in=wanted_ids(keep_warm)).exclude(Exists(held))
-            .exclude(kind=ModelVersion.Kind.ENDPOINT, health__contains={"ok": True}))
+            .exclude(kind=ModelVersion.Kind.ENDPOINT, health__has_key="ok", health__ok=True))
 
 
 def claim(host: str, limit: int, keep_warm: int | None = None) -> list[Serving]:
