@@ -366,6 +366,8 @@ MODEL_HOST_DEVICE = os.environ.get("MODEL_HOST_DEVICE", "auto")  # the built-in 
 MODEL_HOST_START_TIMEOUT_S = float(os.environ.get("MODEL_HOST_START_TIMEOUT_S", "900"))
 MODEL_HOST_MAX_RESTARTS = int(os.environ.get("MODEL_HOST_MAX_RESTARTS", "5"))  # in a row without answering
 MODEL_HOST_STALE_S = float(os.environ.get("MODEL_HOST_STALE_S", "120"))  # a silent host's versions are free
+# "Serve it now" on a checkpoint's page keeps it served this long though no run uses it (then a run keeps it).
+MODEL_HOST_REQUEST_HOLD_S = float(os.environ.get("MODEL_HOST_REQUEST_HOLD_S", "3600"))
 # The environment service (training/env_service.py) over leased phones, for external RL frameworks.
 ENV_SERVICE_TOKEN = os.environ.get("ENV_SERVICE_TOKEN", "")
 # How long a session's phone stays leased without a step (then it is interrupted and routed).

@@ -123,6 +123,8 @@ class Serving(models.Model):
     error = models.TextField(blank=True, help_text="why the checkpoint could not be served (the loader's words)")
     restarts = models.PositiveIntegerField(default=0, help_text="times its server died and was started again")
     restart_at = models.DateTimeField(null=True, blank=True, help_text="when a server that died starts again")
+    wanted_until = models.DateTimeField(null=True, blank=True,
+                                        help_text="someone asked for it on its page: served until then, used or not")
     heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="its host's last sign of life")
     claimed_at = models.DateTimeField(null=True, blank=True)
     serving_since = models.DateTimeField(null=True, blank=True)

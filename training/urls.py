@@ -13,5 +13,5 @@ urlpatterns = [
     path("runs/<int:run_id>/resume/", views.run_resume, name="training-run-resume"),
     path("models/<int:model_id>/", views.model_detail, name="training-model"),
     path("models/<int:model_id>/endpoint/", views.model_register_endpoint, name="training-model-endpoint"),
-    path("models/<int:model_id>/serve-again/", views.model_serve_again, name="training-model-serve-again"),
+    path("models/<int:model_id>/serve/", views.model_serve, name="training-model-serve"),
 ]

@@ -9,6 +9,7 @@ from pathlib import Path
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from accounts.roles import ADMIN, MANAGER, role_required
@@ -16,7 +17,7 @@ from flywheel.models import ModelVersion
 from flywheel.polling import render_live
 from training import serving
 from training.config import DEFAULTS, ConfigError
-from training.model_host.host import serve_again
+from training.model_host.host import request_serving
 from training.models import DataSnapshot, Serving, TrainingRun
 from training.runs import INSTALL_HINT, RunError, cancel_run, create_run, lineage, resume_run, training_extras_installed
 from training.snapshots import create_snapshot
@@ -177,12 +178,15 @@ def model_detail(request, model_id):
 
 @role_required(MANAGER, ADMIN)
 @require_POST
-def model_serve_again(request, model_id):
+def model_serve(request, model_id):
     version = get_object_or_404(ModelVersion, pk=model_id)
-    if serve_again(version):
-        messages.success(request, f"A model host will try to serve {version.name} again.")
+    try:
+        row = request_serving(version)
+    except ValueError as error:
+        messages.error(request, str(error))
     else:
-        messages.error(request, f"{version.name} has not failed to serve; there is nothing to try again.")
+        messages.success(request, f"A model host serves {version.name} within a minute and keeps it served until "
+                                  f"{timezone.localtime(row.wanted_until):%Y-%m-%d %H:%M}, longer while a run uses it.")
     return redirect("training-model", model_id=model_id)
 
 

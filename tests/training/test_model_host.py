@@ -96,6 +96,23 @@ def test_needs_serving_is_the_wanted_unheld_checkpoints(tmp_path):
     assert claim("host-c", 5, keep_warm=1) == []
 
 
+def test_serve_it_now_holds_an_older_checkpoint_served_for_a_while(tmp_path, client_as):
+    old = checkpoint_version("m+sft#1", tmp_path / "1")
+    checkpoint_version("m+sft#2", tmp_path / "2")
+    assert old.pk not in wanted_ids(keep_warm=1)
+    page = client_as("manager").get(f"/training/models/{old.pk}/").content.decode()
+    assert 'data-testid="serve-now"' in page
+    client_as("manager").post(f"/training/models/{old.pk}/serve/")
+    row = Serving.objects.get(version=old)
+    assert row.state == "stopped" and row.wanted_until > timezone.now() + timedelta(minutes=50)
+    assert old.pk in wanted_ids(keep_warm=0) and old in [r.version for r in claim("host-a", 5, keep_warm=0)]
+    Serving.objects.filter(pk=row.pk).update(wanted_until=timezone.now() - timedelta(seconds=1))
+    assert old.pk not in wanted_ids(keep_warm=0)                # the hold is over and no run uses it
+    no_folder = ModelVersion.objects.create(name="plain", kind="checkpoint")
+    client_as("manager").post(f"/training/models/{no_folder.pk}/serve/")
+    assert not Serving.objects.filter(version=no_folder).exists()
+
+
 # --- the built-in server ----------------------------------------------------------------------------
 
 def test_the_builtin_server_answers_chat_completions_with_an_image(tiny_checkpoint):
@@ -218,8 +235,8 @@ def test_a_checkpoint_missing_files_is_failed_with_the_loaders_reason_on_its_pag
         assert "Failed (the checkpoint cannot be served)" in page and 'data-testid="serving-error"' in page
         from django.utils.html import escape
         assert escape(row.error) in page and 'data-testid="serve-again"' in page
-        client.post(f"/training/models/{version.pk}/serve-again/")
-        assert Serving.objects.get(version=version).state == "stopped"
+        client.post(f"/training/models/{version.pk}/serve/")
+        assert Serving.objects.get(version=version).state == "stopped" and not Serving.objects.get(version=version).error
         assert [r.version for r in claim("host-b", 1, keep_warm=1)] == [version]
     finally:
         host.shutdown()

@@ -67,10 +67,12 @@ def in_use_ids() -> set[int]:
 
 
 def wanted_ids(keep_warm: int | None = None) -> set[int]:
+    """In use, asked for on its page (until the hold ends), or among the newest checkpoints."""
     keep_warm = settings.MODEL_HOST_KEEP_WARM if keep_warm is None else keep_warm
     warm = list(managed_versions().exclude(serving__state=Serving.State.FAILED)
                 .order_by("-created_at", "-pk").values_list("pk", flat=True)[:max(0, keep_warm)])
-    return in_use_ids() | set(warm)
+    asked = Serving.objects.filter(wanted_until__gt=timezone.now()).exclude(state=Serving.State.FAILED)
+    return in_use_ids() | set(warm) | set(asked.values_list("version_id", flat=True))
 
 
 def _stale_before():
@@ -121,11 +123,21 @@ def unserve(version_id: int, url: str) -> None:
         kind=ModelVersion.Kind.CHECKPOINT, endpoint_url="", served_model_name="", health={}, health_checked_at=None)
 
 
-def serve_again(version: ModelVersion) -> bool:
-    """A failed version may be claimed again (its folder was fixed); False when it had not failed."""
+def request_serving(version: ModelVersion) -> Serving:
+    """Someone wants this checkpoint served now (to launch a run on it): a host serves it for
+    MODEL_HOST_REQUEST_HOLD_S, longer while a run uses it. A failed one is tried again."""
+    if not version.artifact:
+        raise ValueError(f"{version.name} has no checkpoint folder to serve")
+    until = timezone.now() + timedelta(seconds=settings.MODEL_HOST_REQUEST_HOLD_S)
     with transaction.atomic():
-        return bool(Serving.objects.select_for_update().filter(version=version, state=Serving.State.FAILED)
-                    .update(state=Serving.State.STOPPED, error="", host=""))
+        row = Serving.objects.select_for_update().filter(version=version).first()
+        if row is None:
+            return Serving.objects.create(version=version, state=Serving.State.STOPPED, wanted_until=until)
+        row.wanted_until = until
+        if row.state == Serving.State.FAILED:
+            row.state, row.error, row.host = Serving.State.STOPPED, "", ""
+        row.save(update_fields=["wanted_until", "state", "error", "host", "updated_at"])
+        return row
 
 
 def _die_with_parent():  # pragma: no cover - runs in the child between fork and exec
