@@ -11,7 +11,7 @@ from django.conf import settings
 
 from flywheel.models import ModelVersion
 from training.config import ConfigError
-from training.models import DataSnapshot, TrainingRun
+from training.models import DataSnapshot, Serving, TrainingRun
 from training.runs import RunError, create_run
 from training.snapshots import create_snapshot
 
@@ -43,6 +43,14 @@ def train_round(loop_round) -> dict:
         return {"status": "running", "detail": f"training run #{run.pk}: step {step}/{total or '?'}"}
     model = run.produced_model
     if model is not None and model.kind == ModelVersion.Kind.CHECKPOINT:
-        return {"status": "running", "detail": f"{model.name} is trained; serve it with the vLLM recipe on its "
-                                               "model page and register its endpoint to roll it out"}
+        serving = Serving.objects.filter(version=model).first()
+        if serving is not None and serving.state == Serving.State.FAILED:
+            # A model host never retries it by itself: the round cannot roll it out.
+            return {"status": "failed", "detail": f"{model.name} cannot be served: {serving.error[:300]}"}
+        if serving is not None and serving.state in Serving.ACTIVE:
+            return {"status": "running", "detail": f"{model.name} is trained; model host {serving.host} is "
+                                                   f"starting its server"}
+        return {"status": "running", "detail": f"{model.name} is trained; waiting for a model host to serve it "
+                                               "(or serve it with the vLLM recipe on its model page and register "
+                                               "its endpoint) to roll it out"}
     return {"status": "done", "model_version": model, "detail": f"M(t+1) = {model}"}

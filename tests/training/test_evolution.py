@@ -39,9 +39,27 @@ def test_one_run_per_round_then_the_served_model_moves_the_loop_on(loop_round):
     TrainingRun.objects.filter(pk=run.pk).update(status="done", produced_model=produced)
     waiting = train_round(loop_round)
     assert waiting["status"] == "running" and "register its endpoint" in waiting["detail"]
+    from training.models import Serving
+
+    serving = Serving.objects.create(version=produced, state="starting", host="gpu-1")
+    assert train_round(loop_round)["status"] == "running" and "gpu-1" in train_round(loop_round)["detail"]
+    serving.delete()
     ModelVersion.objects.filter(pk=produced.pk).update(kind="endpoint", endpoint_url="http://127.0.0.1:9/v1")
     done = train_round(loop_round)
     assert done["status"] == "done" and done["model_version"].pk == produced.pk
+
+
+def test_a_checkpoint_that_cannot_be_served_fails_the_round(loop_round):
+    from training.models import Serving
+
+    sft(make_trajectory(n_steps=2))
+    train_round(loop_round)
+    produced = ModelVersion.objects.create(name="M1", kind="checkpoint", parent=loop_round.model_version,
+                                           artifact="/tmp/m1")
+    TrainingRun.objects.update(status="done", produced_model=produced)
+    Serving.objects.create(version=produced, state="failed", error="no model at /tmp/m1")
+    reply = train_round(loop_round)
+    assert reply["status"] == "failed" and "no model at /tmp/m1" in reply["detail"]
 
 
 def test_a_failed_run_fails_the_round(loop_round):
