@@ -45,13 +45,13 @@ def load(path: str, device: str = "cpu"):
         raise ValueError(f"the checkpoint's config names no model class this server knows ({', '.join(names) or 'none'})")
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     model = model_class.from_pretrained(directory, local_files_only=True, dtype=dtype).to(device).eval()
-    try:
+    if getattr(config, "model_type", "") in ("qwen2_5_vl", "qwen2_vl"):
+        # The trainer's own loader: the same (PIL) image processor as training, whatever class the
+        # files name, so served pixels are the pixels the model was trained on.
+        from training.trainer.tiny import load_processor
+        processor = load_processor(directory)
+    else:
         processor = AutoProcessor.from_pretrained(directory, local_files_only=True)
-    except Exception:  # Qwen2.5-VL's stock processor wants torchvision (video); ours does not
-        if getattr(config, "model_type", "") not in ("qwen2_5_vl", "qwen2_vl"):
-            raise
-        from training.trainer.tiny import ScreenshotProcessor
-        processor = ScreenshotProcessor.from_pretrained(directory, local_files_only=True)
     if not getattr(processor, "chat_template", None):
         processor.chat_template = getattr(processor.tokenizer, "chat_template", None)
     return model, processor
