@@ -21,7 +21,7 @@ DEFAULTS = {
            "freeze_projector": True, "save_every": 50, "seed": 0, "image_max_pixels": 200704,
            "queries_per_iteration": 8, "group_size": 8, "max_rollout_steps": 20, "screenshots_k": 5,
            "lambda": 1.0, "advantage": "grpo", "clip_epsilon": 0.2, "kl_coef": 0.04, "ppo_epochs": 1,
-           "judge_passes": 5, "useful_range": [0.0, 1.0], "fallback_cap": 2,
+           "judge_passes": 5, "useful_range": [0.0, 1.0], "fallback_cap": 2, "pi_old_tolerance": 0.05,
            "curriculum": {"progress": None, "iterations": 10, "temperature": 0.25}},
 }
 DEFAULTS["sft"] = copy.deepcopy(DEFAULTS["cpt"])
@@ -52,6 +52,7 @@ _RL_PROPERTIES = {
     "useful_range": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1},
                      "minItems": 2, "maxItems": 2},
     "fallback_cap": {"type": "integer", "minimum": 0},
+    "pi_old_tolerance": _NUMBER,   # nats per token the sampler's log-probs may differ from π_old's
     "curriculum": {"type": "object", "additionalProperties": False, "properties": {
         "progress": {"type": ["number", "null"], "minimum": 0, "maximum": 1}, "iterations": _COUNT,
         "temperature": _NUMBER}},

@@ -9,7 +9,8 @@ a group outside the useful success range is dropped (§3.3.3, training/rules/gro
 are eq. 5 (grpo) or GiGPO's anchor-state ones (gigpo). One row per policy step goes to
 rollouts.jsonl in the protocol's chat format, built by the same code as the SFT exports
 (training/exports/chat.py build_sample): system prompt, goal alone, the full text history, the last
-K screenshots as images/<sha256>.png.
+K screenshots as images/<sha256>.png. A step whose server returned token log-probabilities carries
+them ("sampled": temperature, top_p, top_k, tokens, logprobs) for the trainer's π_old check.
 
 Read-only over the database: the pools already took every rollout back when the run's groups were
 metabolised (flywheel/pools/rl.py); nothing here writes a row.
@@ -192,6 +193,9 @@ def _rows(groups: list[Group], k: int, out_dir: Path, stats: Counter) -> list[di
                 "anchor": member.anchors[t], "success": member.success,
                 "fallback": member.trajectory in group.borrowed,
             })
+            if (member.samples[t].sampled or {}).get("logprobs"):
+                # The policy's own tokens and log-probs as it sampled: the trainer checks its π_old against them.
+                written[-1]["sampled"] = member.samples[t].sampled
         per_trajectory = Counter(row["trajectory"] for row in written)
         for row in written:  # T_i and G as written: eq. 6's 1/T_i and 1/G over the rows the trainer gets
             row["steps_in_trajectory"], row["group_size"] = per_trajectory[row["trajectory"]], len(per_trajectory)
@@ -271,7 +275,10 @@ def verl_row(row: dict) -> dict:
         "reward_score": float(row["reward"]), "num_turns": 2, "is_success": row["success"],
         "anchor_obs": row["anchor"], "active_masks": True,
         "extra_fields": {"advantage": float(row["advantage"]), "group_size": row["group_size"],
-                         "fallback": row["fallback"]},
+                         "fallback": row["fallback"],
+                         # verl's name for the sampler's per-token log-probs of the response
+                         "rollout_log_probs": (row.get("sampled") or {}).get("logprobs"),
+                         "sampling_temperature": (row.get("sampled") or {}).get("temperature")},
     }
 
 

@@ -149,14 +149,15 @@ def propose(step: Step, observation: Observation, policy, k: int = 5) -> Proposa
         except (ValueError, TypeError) as error:  # e.g. a model version's malformed sampling config
             raise PolicyError(f"the policy is misconfigured: {error}") from error
     except PolicyError as error:
-        step.model_io, step.cot = {**(error.model_io or {}), "error": str(error)}, {}
+        step.model_io, step.cot, step.sampled = {**(error.model_io or {}), "error": str(error)}, {}, {}
         step.timings = {**step.timings, "propose_ms": _ms(started), "proposed_at": time.time()}
-        step.save(update_fields=["model_io", "cot", "timings"])
+        step.save(update_fields=["model_io", "cot", "sampled", "timings"])
         raise
     step.cot, step.proposed_action = proposal.cot, proposal.action
     step.confidence, step.model_io = proposal.confidence, proposal.model_io
+    step.sampled = proposal.sampled or {}
     step.timings = {**step.timings, "propose_ms": _ms(started), "proposed_at": time.time()}
-    step.save(update_fields=["cot", "proposed_action", "confidence", "model_io", "timings"])
+    step.save(update_fields=["cot", "proposed_action", "confidence", "model_io", "sampled", "timings"])
     return proposal
 
 

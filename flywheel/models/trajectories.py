@@ -129,6 +129,10 @@ class Step(models.Model):
     edit = models.JSONField(null=True, blank=True, help_text="how the annotator changed the proposal")
     confidence = models.FloatField(null=True, blank=True)
     model_io = models.JSONField(null=True, blank=True, help_text="raw request/response")
+    sampled = models.JSONField(
+        default=dict, blank=True,
+        help_text="what the policy sampled, when its server said: temperature, top_p, top_k, the "
+                  "completion's tokens and their log-probabilities (the RL trainer's π_old check)")
     anomaly = models.JSONField(null=True, blank=True, help_text="anomaly injected before this step")
     audit = models.JSONField(null=True, blank=True, help_text="safety audit decision")
     label_masked = models.BooleanField(default=False, help_text="repetition-to-reflection mask")

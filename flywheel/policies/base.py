@@ -26,6 +26,9 @@ class Proposal:
     confidence: float | None = None
     model_io: dict | None = None         # raw request/response for endpoint policies
     policy: str = ""
+    # What was sampled when the server said (temperature, top_p, the completion's tokens and their
+    # log-probabilities): the RL trainer checks its π_old against it. None: not known.
+    sampled: dict | None = None
 
 
 class PolicyError(Exception):

@@ -102,7 +102,7 @@ class EndpointPolicy:
             raise PolicyError(f"the model's output does not follow the protocol: {error}", model_io) from None
         model_io["parse_notes"] = parsed.notes
         return Proposal(cot=parsed.cot, action=parsed.action, confidence=_confidence(response),
-                        model_io=model_io, policy=self.name)
+                        model_io=model_io, policy=self.name, sampled=sampled_logprobs(response, body))
 
     def _call(self, body: dict, model_io: dict) -> dict:
         url = self.base_url + "/chat/completions"
@@ -145,6 +145,21 @@ def _confidence(response: dict) -> float | None:
     except (KeyError, IndexError, TypeError):
         return None
     return round(math.exp(sum(values) / len(values)), 4) if values else None
+
+
+def sampled_logprobs(response: dict, body: dict) -> dict | None:
+    """The sampled completion's tokens and log-probabilities (choices[0].logprobs.content) with the
+    sampler's settings, when the server returned them; else None."""
+    try:
+        content = response["choices"][0]["logprobs"]["content"]
+        tokens = [str(entry["token"]) for entry in content]
+        logprobs = [float(entry["logprob"]) for entry in content]
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    if not tokens or not all(math.isfinite(value) for value in logprobs):
+        return None
+    return {"temperature": float(body.get("temperature") or 0.0), "top_p": float(body.get("top_p") or 1.0),
+            "top_k": int(body.get("top_k") or 0), "tokens": tokens, "logprobs": logprobs}
 
 
 def check_endpoint_health(url: str, timeout: float = 5.0, model: str = "") -> dict:

@@ -281,3 +281,19 @@ def test_a_failing_judge_leaves_the_rules_and_a_dropped_group_costs_no_call(rl_r
     assert len(stub.requests) == 4 * 5 + 1 + 2 * 5
     assert stats["judge"] == "judge" and stats["rows"] == with_rules["rows"]
     assert read_rows(tmp_path / "rollouts.jsonl") == read_rows(tmp_path / "rules" / "rollouts.jsonl")
+
+
+def test_rollout_rows_carry_what_the_policy_sampled(rl_run, tmp_path):
+    run, rows, _ = rl_run
+    sampled = {"temperature": 0.7, "top_p": 1.0, "top_k": 0, "tokens": ["[", "Observ"], "logprobs": [-0.5, -1.25]}
+    Step.objects.filter(trajectory=rows["A"], index=1).update(sampled=sampled)
+    build_rollouts(run, tmp_path, judge=None)
+    written = read_rows(tmp_path / "rollouts.jsonl")
+    carried = [row for row in written if "sampled" in row]
+    assert [(row["trajectory"], row["step"]) for row in carried] == [(rows["A"].pk, 1)]
+    assert carried[0]["sampled"] == sampled
+    verl = export_verl_agent_loop(run, tmp_path / "verl.jsonl", judge=None)
+    assert verl["verl_rows"] == len(written)
+    extra = [row["extra_fields"] for row in read_rows(tmp_path / "verl.jsonl")]
+    assert [(e["rollout_log_probs"], e["sampling_temperature"]) for e in extra if e["rollout_log_probs"]] \
+        == [([-0.5, -1.25], 0.7)]

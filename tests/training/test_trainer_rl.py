@@ -174,3 +174,62 @@ def test_the_update_under_torchrun_with_two_ranks_is_the_single_process_update(t
             assert two_ranks[key] == pytest.approx(one[key], abs=1e-6), key
     rows = [json.loads(line) for line in (config.parent / "rl_steps.jsonl").read_text().splitlines()]
     assert sorted(row["row"] for row in rows if row["epoch"] == 1) == list(range(7))
+
+
+def sampler_logprobs(rollouts: Path, temperature: float) -> list[dict]:
+    """What a sampler at `temperature` would have stored for each row's response: the tiny model's
+    token log-probs under logits / T, from a plain full forward pass (not the trainer's code path)."""
+    model, processor = build_tiny({}, seed=0)
+    model.eval()
+    samples, _ = samples_io.load_samples(rollouts, processor, 10240)
+    stored = []
+    for sample in samples:
+        encoded = samples_io.encode(sample, processor)
+        batch = samples_io.collate([encoded], processor.tokenizer.pad_token_id)
+        labels = batch.pop("labels")[0, 1:]
+        with torch.no_grad():
+            logits = model(**batch, use_cache=False).logits[0, :-1].float()
+        picked = torch.log_softmax(logits / temperature, dim=-1).gather(-1, labels.clamp(min=0).unsqueeze(-1))[:, 0]
+        keep = labels != samples_io.IGNORE_INDEX
+        stored.append({"temperature": temperature, "top_p": 1.0, "top_k": 0,
+                       "tokens": [processor.tokenizer.decode([token]) for token in labels[keep].tolist()],
+                       "logprobs": picked[keep].tolist()})
+    return stored
+
+
+def with_sampled(rollouts: Path, target: Path, sampled: list) -> Path:
+    target.mkdir(parents=True, exist_ok=True)
+    rows = [json.loads(line) for line in rollouts.read_text().splitlines()]
+    for row, entry in zip(rows, sampled):
+        if entry is not None:
+            row["sampled"] = entry
+        row["images"] = [str(rollouts.parent / path) for path in row["images"]]
+    target.joinpath("rollouts.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return target / "rollouts.jsonl"
+
+
+def test_pi_old_is_checked_against_the_samplers_logprobs(tmp_path):
+    source = make_rollouts(tmp_path / "rollouts")
+    source.write_text("".join(source.read_text().splitlines(keepends=True)[:3]))   # group 1: three rows
+    exact = sampler_logprobs(source, 0.7)
+    other_tokens = {**exact[1], "tokens": ["?"] + exact[1]["tokens"][1:]}   # not the trained tokens: not compared
+    # 0.2 nats per token off, away from what the same tokens have at temperature 1 (the check also
+    # accepts log-probs reported raw), so the gap is 0.2 whichever way the server reported them
+    raw = sampler_logprobs(source, 1.0)
+    perturbed = []
+    for entry, plain in zip(exact, raw):
+        shift = 0.2 if sum(entry["logprobs"]) > sum(plain["logprobs"]) else -0.2
+        perturbed.append({**entry, "logprobs": [value + shift for value in entry["logprobs"]]})
+    results = {}
+    for name, sampled in (("exact", [exact[0], other_tokens, None]), ("perturbed", perturbed)):
+        rollouts = with_sampled(source, tmp_path / name, sampled)
+        config = write_config(tmp_path / name, rollouts, ppo_epochs=1)
+        assert rl_main(["--config", str(config)]) == 0   # a mismatch warns, never fails the run
+        assert read_status(config.parent)["state"] == "done"
+        (results[name],) = read_metrics(config.parent)
+    exact_run, perturbed_run = results["exact"], results["perturbed"]
+    assert exact_run["pi_old_compared"] == 1 and exact_run["pi_old_logprobs_at"] == "sampling"
+    assert exact_run["pi_old_sampling_gap"] < 1e-3 and exact_run["pi_old_mismatch"] is False
+    assert perturbed_run["pi_old_compared"] == 3
+    assert perturbed_run["pi_old_sampling_gap"] == pytest.approx(0.2, abs=1e-3) and perturbed_run["pi_old_mismatch"] is True
+    assert perturbed_run["pi_old_tolerance"] == 0.05

@@ -221,12 +221,21 @@ def response_logprobs(model, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """(log π(token) of each labelled token, its mask), both [batch, positions]. Logits are computed
     at the positions that predict a labelled token only (`logits_to_keep`): with a 10k-token prompt
     and Qwen's 152k vocabulary the full logits would be gigabytes for a few hundred response tokens."""
+    (picked,), mask = response_logprobs_at(model, batch, (1.0,))
+    return picked, mask
+
+
+def response_logprobs_at(model, batch: dict, temperatures: tuple = (1.0,)) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """response_logprobs under each of `temperatures` (logits / T) from one forward pass: T = 1 is the
+    policy; a sampler's T is the distribution its tokens were drawn from (the π_old check)."""
     labels = batch["labels"]
     targets_at = (labels[:, 1:] != IGNORE_INDEX).any(dim=0).nonzero().flatten()   # position p predicts p + 1
     inputs = {key: value for key, value in batch.items() if key != "labels"}
     output = model(**inputs, logits_to_keep=targets_at, use_cache=False)
     targets = labels[:, targets_at + 1]
     mask = targets != IGNORE_INDEX
-    logprobs = torch.log_softmax(output.logits.float(), dim=-1)
-    picked = logprobs.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    return picked * mask, mask
+    picked, logits = [], output.logits.float()
+    for temperature in temperatures:
+        logprobs = torch.log_softmax(logits if temperature == 1.0 else logits / temperature, dim=-1)
+        picked.append(logprobs.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1) * mask)
+    return picked, mask

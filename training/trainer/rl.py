@@ -12,12 +12,20 @@ web side), its group (the query), T_i and G. The update:
    with KL(π_θ ‖ π_ref) by the k3 estimator per token, averaged over the step's tokens and weighed
    like the objective. training/rules/objective.py holds the same formulas on plain numbers.
 
+π_old is checked against the sampler: a rollout row that carries the log-probabilities its server
+returned for exactly the tokens trained on ("sampled") is compared with π_old's on the same tokens;
+the mean absolute gap of the per-row sums, per token, goes into the metrics (pi_old_sampling_gap)
+and pi_old_mismatch says it is above pi_old_tolerance (other weights, another processor, another
+prompt): a warning, the update goes on. A server reports log-probs either at its sampling temperature
+(the built-in server, vLLM V0) or raw, at temperature 1 (vLLM V1): the closer of the two is taken.
+
 The update is one unit: a run killed or cancelled part-way leaves the base model as it was and is
 simply run again (no mid-update checkpoint; status "cancelled" names none).
 """
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from collections import defaultdict
@@ -40,7 +48,9 @@ from training.trainer.tiny import load_model, save_artifact
 
 DEFAULTS = {"learning_rate": 1e-6, "micro_batch_size": 1, "max_seq_len": 12288, "freeze_vision": True,
             "freeze_projector": True, "seed": 0, "deepspeed": "", "image_max_pixels": 200704,
-            "clip_epsilon": 0.2, "kl_coef": 0.04, "ppo_epochs": 1}
+            "clip_epsilon": 0.2, "kl_coef": 0.04, "ppo_epochs": 1,
+            # bf16 forward passes on two machines differ by a few hundredths of a nat per token; fp32 by far less
+            "pi_old_tolerance": 0.05}
 
 
 class Cancelled(Exception):
@@ -111,6 +121,64 @@ def sequence_logprobs(model, samples: list, processor, device) -> list[torch.Ten
     return results
 
 
+def sampled_tokens(record: dict, response_ids: list[int], tokenizer) -> tuple[float, float] | None:
+    """(the sampler's temperature, the sum of its log-probs) when the row carries the sampler's log-probs
+    of exactly these tokens, drawn from the whole distribution (top_p 1, no top_k: a truncated one is
+    not the policy's); else None."""
+    sampled = record.get("sampled")
+    if not isinstance(sampled, dict):
+        return None
+    tokens, logprobs = sampled.get("tokens"), sampled.get("logprobs")
+    try:
+        temperature = float(sampled.get("temperature") or 0.0)
+        plain = float(sampled.get("top_p") or 1.0) >= 1.0 and int(sampled.get("top_k") or 0) <= 0
+        total = math.fsum(float(value) for value in logprobs)
+    except (TypeError, ValueError):
+        return None
+    if not plain or not isinstance(tokens, list) or not tokens or len(tokens) != len(response_ids) or not math.isfinite(total):
+        return None
+    if len(logprobs) != len(tokens) or [tokenizer.decode([token]) for token in response_ids] != tokens:
+        return None
+    return (temperature if temperature > 0 else 1.0), total   # greedy: the scores are the raw distribution
+
+
+@torch.no_grad()
+def old_logprobs(model, samples: list, processor, device) -> tuple[list[torch.Tensor], list[dict | None]]:
+    """sequence_logprobs (π_old), and for each sample whose row carries the sampler's log-probs of the
+    same tokens, its absolute gap to π_old's sum at temperature 1 ("raw") and at the sampler's ("sampling")."""
+    tokenizer = processor.tokenizer
+    results, checks = [], []
+    for sample in samples:
+        encoded = samples_io.encode(sample, processor)
+        ids = encoded["labels"][encoded["labels"] != samples_io.IGNORE_INDEX].tolist()
+        sampled = sampled_tokens(sample.record, ids, tokenizer)
+        temperatures = (1.0,) if sampled is None or sampled[0] == 1.0 else (1.0, sampled[0])
+        batch = samples_io.collate([encoded], tokenizer.pad_token_id)
+        with autocast(device):
+            picked, mask = samples_io.response_logprobs_at(model, samples_io.to_device(batch, device), temperatures)
+        logp = picked[0][0][mask[0]].float().cpu()
+        results.append(logp)
+        if sampled is None:
+            checks.append(None)
+            continue
+        at_sampling = float(picked[-1][0][mask[0]].float().sum())
+        checks.append({"tokens": len(ids), "raw": abs(sampled[1] - float(logp.sum())),
+                       "sampling": abs(sampled[1] - at_sampling)})
+    return results, checks
+
+
+def pi_old_check(checks: list[dict], tolerance: float, dist) -> dict:
+    """The metrics of the π_old check over every rank's compared rows (see the module's docstring)."""
+    compared = int(dist.sum(len(checks)))
+    if not compared:
+        return {"pi_old_compared": 0}
+    tokens = dist.sum(sum(check["tokens"] for check in checks))
+    gaps = {at: dist.sum(math.fsum(check[at] for check in checks)) / tokens for at in ("sampling", "raw")}
+    at = min(gaps, key=gaps.get)
+    return {"pi_old_compared": compared, "pi_old_sampling_gap": round(gaps[at], 6), "pi_old_logprobs_at": at,
+            "pi_old_tolerance": tolerance, "pi_old_mismatch": gaps[at] > tolerance}
+
+
 def train(config: dict) -> int:
     config = settings(config)
     dist = Distributed()
@@ -145,9 +213,17 @@ def train(config: dict) -> int:
     policy.eval()   # π_old: the policy as it sampled (no dropout either way in Qwen2.5-VL)
     needed = mine or [0]   # a rank without rows still runs its (weight 0) micro steps on row 0
     own = [samples[p] for p in needed]
-    old = dict(zip(needed, sequence_logprobs(policy, own, processor, dist.device)))
+    old_values, checks = old_logprobs(policy, own, processor, dist.device)
+    old = dict(zip(needed, old_values))
     ref = dict(zip(needed, sequence_logprobs(reference, own, processor, dist.device)))
+    own_rows = set(mine)   # not the stand-in row 0 of a rank without rows
+    check = pi_old_check([checks[n] for n, p in enumerate(needed) if p in own_rows and checks[n] is not None],
+                         float(config["pi_old_tolerance"]), dist)
     if dist.main:
+        if check.get("pi_old_mismatch"):
+            print(f"warning: the sampler's log-probs differ from π_old by {check['pi_old_sampling_gap']:.4f} "
+                  f"per token on average (tolerance {check['pi_old_tolerance']}) over {check['pi_old_compared']} "
+                  "rows: the rollouts may not come from the policy being updated", file=sys.stderr)
         write_status(output_dir, "running", samples=len(samples), skipped=skipped, **counts)
     policy.train()
     epsilon, kl_coef = float(config["clip_epsilon"]), float(config["kl_coef"])
@@ -190,7 +266,7 @@ def train(config: dict) -> int:
                     "step": epoch, "epoch": epoch, "loss": -(totals["objective"] - kl_coef * totals["kl"]),
                     "objective": totals["objective"], "kl": totals["kl"], "lr": lr, "grad_norm": grad_norm,
                     "clip_fraction": totals["clipped"] / len(samples), "mean_advantage": totals["advantage"] / len(samples),
-                    "total_steps": epochs, "time_s": round(time.time() - started, 3)})
+                    "total_steps": epochs, "time_s": round(time.time() - started, 3), **check})
                 write_status(output_dir, "running", step=epoch)
     except Cancelled:
         if dist.main:
