@@ -129,6 +129,17 @@ def role_users(db):
     return users
 
 
+def log_in_browser(page, base, user, next_path=""):
+    """Sign `user` in through the login form in a real browser; returns when the home (or
+    `next_path`) page has loaded."""
+    page.goto(base + "/login/" + (f"?next={next_path}" if next_path else ""))
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/login/" not in url)
+    page.wait_for_load_state("load")
+
+
 @pytest.fixture
 def client_as(client, role_users):
     def login(role):

@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from tests.conftest import PASSWORD
+from tests.conftest import log_in_browser
 
 pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.skipif(settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"),
@@ -98,14 +98,6 @@ def frames_and_dumps_of_the_seed():
                 default_storage.save(name, ContentFile(body))
 
 
-def log_in(page, base, user):
-    page.goto(base + "/login/")
-    page.fill("input[name=username]", user.username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_load_state("networkidle")
-
-
 def menu_links(page):
     return page.evaluate("""() => Array.from(document.querySelectorAll("header a[href], nav a[href]"))
         .map((a) => a.getAttribute("href")).filter((h) => h && h.startsWith("/"))""")
@@ -127,7 +119,7 @@ def walk(browser, base, role, user, width, height):
     page.on("requestfailed", lambda request: errors.append(f"{request.failure} for {request.url.replace(base, '')}"))
     page.on("response", lambda response: response.status >= 400 and errors.append(
         f"{response.status} from {response.url.replace(base, '')}"))
-    log_in(page, base, user)
+    log_in_browser(page, base, user)
     folder = artefacts_folder(role, width)
     queue = [p for p in dict.fromkeys(menu_links(page) + LINKED.get(role, [])) if not NOT_WALKED.match(p)]
     seen, problems, details = set(), {}, 0

@@ -4,7 +4,7 @@ infeasible and takes a reason; the page then says who stated what."""
 import pytest
 
 from tests.annotation.test_session_browser import wait_for_step
-from tests.conftest import PASSWORD
+from tests.conftest import log_in_browser
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,11 +17,8 @@ def test_a_failure_ending_is_confirmed_and_stated_by_keys(role_users, farm_devic
     import_task("settings-dark-theme-l1")
     annotator = role_users["annotator"]
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(asgi_server + "/login/?next=/queue/")
-    page.fill("input[name=username]", annotator.username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(asgi_server + "/queue/")
+    log_in_browser(page, asgi_server, annotator, "/queue/")
+    assert page.url == asgi_server + "/queue/"
     page.keyboard.press("n")
     page.wait_for_url("**/session/*/", timeout=30000)
     wait_for_step(page, 0)

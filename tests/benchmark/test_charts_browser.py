@@ -7,7 +7,7 @@ import pytest
 
 from benchmark.models import EvalRun
 from tests.benchmark.test_views import evaluation_with, frozen_version
-from tests.conftest import PASSWORD
+from tests.conftest import log_in_browser
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,11 +30,8 @@ def test_the_dashboards_and_the_run_page_draw_their_charts_from_local_files(role
     page = browser.new_page()
     requests = []
     page.on("request", lambda request: requests.append(request.url))
-    page.goto(asgi_server + "/login/")
-    page.fill("input[name=username]", manager.username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(asgi_server + "/dashboard/")
+    log_in_browser(page, asgi_server, manager)
+    assert page.url == asgi_server + "/dashboard/"
 
     page.goto(asgi_server + "/benchmarks/dashboards/")
     assert page.evaluate("typeof window.Chart") == "function"
@@ -90,11 +87,8 @@ def test_every_bar_keeps_its_label_and_axes_span_the_data(role_users, asgi_serve
     evaluation_with(benchmark, ["success", "failure", "success"])
 
     page = browser.new_page()
-    page.goto(asgi_server + "/login/")
-    page.fill("input[name=username]", manager.username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(asgi_server + "/dashboard/")
+    log_in_browser(page, asgi_server, manager)
+    assert page.url == asgi_server + "/dashboard/"
     page.goto(asgi_server + "/benchmarks/dashboards/")
     canvas = page.locator('canvas[data-chart="dimension-chart"]')
     canvas.wait_for()
