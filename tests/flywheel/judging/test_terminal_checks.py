@@ -1,4 +1,6 @@
 """Terminal checks are typed data read over ADB: never shell, quoted, validated again when read."""
+import time
+
 import pytest
 
 from devices.phone import PhoneConnection
@@ -55,5 +57,11 @@ def test_getprop_and_screen_are_their_own_read_only_kinds(phone):
     phone.shell("setprop persist.sys.locale de-DE")
     assert read_and_compare(phone, locale) == (True, "read 'de-DE'")
     phone.shell("am start -n com.android.settings/.Settings")
-    assert read_and_compare(phone, {"check": "screen", "contains": "Bluetooth"})[0] is True
+    # The activity starts asynchronously (once, under load, the first dump came before it): a few reads.
+    for _ in range(25):
+        ok, detail = read_and_compare(phone, {"check": "screen", "contains": "Bluetooth"})
+        if ok:
+            break
+        time.sleep(0.2)
+    assert ok is True, detail
     assert read_and_compare(phone, {"check": "screen", "not_contains": "Bluetooth"})[0] is False
