@@ -270,7 +270,10 @@ def rambling(text, rng):
     pauses = [i + 1 for i, word in enumerate(words[:-2]) if word.endswith(",") and i >= 2]
     if len(words) > 6 and pauses:
         at = min(pauses, key=lambda i: abs(i - len(words) // 2))
-        words.insert(at, rng.choice(["um,", "oh,", "now where was I,"]))
+        hesitations = ["um,", "oh,", "now where was I,"]
+        if words[at].lower().strip(",") == "i":  # not "now where was I, I need…"
+            hesitations.pop()
+        words.insert(at, rng.choice(hesitations))
     return (f"{rng.choice(['Oh dear, ', 'Sorry to bother you, ', 'I am not good with these phones, '])}"
             f"{' '.join(words)}... {rng.choice(['I hope I did not break anything.', 'Is that all right?', 'I get so worried with this.'])}")
 
