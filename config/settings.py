@@ -333,9 +333,9 @@ ECDM_CLASS_SIMILARITY = float(os.environ.get("ECDM_CLASS_SIMILARITY", "0.75"))
 ECDM_AUTOMATIC = env_bool("ECDM_AUTOMATIC", True)
 # A Teacher's or person's step correction is replayed on a phone (prefix, correction, continuation).
 ECDM_REPLAY = env_bool("ECDM_REPLAY", True)
-# The self-evolution loop's trainer (the training issue plugs a dotted path in); empty: the loop
-# stops before training and says so.
-EVOLUTION_TRAINER = os.environ.get("EVOLUTION_TRAINER", "")
+# The self-evolution loop's trainer: compact models train in one step, served models by SFT then RL
+# iterations (training.round_trainer); empty: the loop stops before training and says so.
+EVOLUTION_TRAINER = os.environ.get("EVOLUTION_TRAINER", "training.compact.loop_trainer")
 # Training (training/): pool snapshots and run directories live on a local disk the trainers read.
 TRAINING_ROOT = Path(os.environ.get("TRAINING_ROOT", VAR_DIR / "training"))
 # The flywheel demo (issue #16) keeps every run's report here (`make flywheel-demo` and the page alike).
@@ -347,7 +347,8 @@ TRAINING_LAUNCHER = os.environ.get("TRAINING_LAUNCHER", "torchrun")
 TRAINING_NPROC = int(os.environ.get("TRAINING_NPROC", "1"))
 # The weights a run starts from when neither its config nor its base model names any (a local path).
 TRAINING_BASE_MODEL = os.environ.get("TRAINING_BASE_MODEL", "")
-# The evolution loop's rounds (training.round_trainer): {"run": {...}, "snapshot": {...}} as JSON.
+# The evolution loop's rounds (training.round_trainer): {"run": {...}, "snapshot": {...}, "rl": {...}} as JSON:
+# the SFT run's and snapshot's settings, and each RL iteration's (G, queries per iteration...).
 TRAINING_LOOP_CONFIG = os.environ.get("TRAINING_LOOP_CONFIG", "{}")
 # A pool larger than this is exported by a training worker instead of in the request.
 TRAINING_SNAPSHOT_SYNC_ROWS = int(os.environ.get("TRAINING_SNAPSHOT_SYNC_ROWS", "500"))

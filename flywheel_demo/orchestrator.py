@@ -28,7 +28,8 @@ from benchmark.models import Benchmark, EvalRun
 from flywheel.collection.launch import cancel_run, launch_run
 from flywheel.models import CollectionRun, EvolutionLoop, Line, LoopRound, ModelVersion, Outcome, Trajectory
 from flywheel.pools.rl import bank_phase0
-from flywheel.repair.loop import advance_loop, cancel_loop, newer_model, pool_sizes, start_loop
+from flywheel.repair.loop import advance_loop, newer_model, pool_sizes, start_loop
+from flywheel.repair.loop_control import cancel_loop
 from flywheel_demo.models import DemoRun
 from flywheel_demo.report import build_report, write_report
 from training import runs as training_runs
@@ -186,7 +187,9 @@ def _round1(demo) -> bool:
     loop = start_loop(demo.created_by, m1, name=f"flywheel demo #{demo.pk}", config={
         "rounds": demo.config["loop_rounds"], "group_size": demo.config["group_size"],
         "phones": demo.config["phones"], "max_steps": demo.config["max_steps"], "max_queries": demo.config["max_queries"],
-        "wait_for_people": 0})  # nobody attends the demo: Undetermined rollouts stay queued for people
+        # nobody attends the demo: Undetermined rollouts stay queued for people. The demo trains each
+        # round's model itself (train=0), with the same settings as the ablation it compares against.
+        "wait_for_people": 0, "train": 0})
     demo.state["loop"] = loop.pk
     return _stage(demo, "loop", f"round 2: the loop rolls out {m1} on the RL pool")
 
@@ -196,7 +199,7 @@ def _loop(demo) -> bool:
     for loop_round in LoopRound.objects.filter(loop=loop).order_by("number"):
         label = f"r{loop_round.number + 1}"
         if loop_round.stage == LoopRound.Stage.AWAITING_TRAINING and label not in demo.state.get("models", {}):
-            # No EVOLUTION_TRAINER here: the demo trains M(t+1) itself; the loop picks it up as the
+            # The loop's own trainer is off (train=0): the demo trains M(t+1) itself; the loop picks it up as the
             # model derived from M(t) (its parent) and closes the round.
             _train(demo, label, loop_round.model_version)
             loop = advance_loop(loop.pk)

@@ -121,6 +121,7 @@ def poll_rollouts(run: TrainingRun, run_dir: Path) -> tuple[str, Path | None]:
                            useful=tuple(config["useful_range"]), fallback_cap=int(config["fallback_cap"]))
     set_phase(run, "update", rl_run=collection.pk, rollouts=stats, waiting=False)
     if not stats.get("rows"):
+        set_phase(run, "update", rl_run=collection.pk, rollouts=stats, waiting=False, no_signal=True)
         raise RunError(f"no rollout group of RL run #{collection.pk} is in the useful range: "
                        f"{stats.get('dropped_reasons') or stats.get('rollouts_left_out') or 'nothing to learn from'}")
     return READY, run_dir / "rollouts" / "rollouts.jsonl"

@@ -11,14 +11,16 @@ what it waits for is done. A round's stages:
                re-collection) and the ECDM has attributed every failure
     ECDM       no repair of the round's failures is pending (repairs waiting for a person do not
                hold the loop; they count in the salvage yield when they are done)
-    TRAINING   the trainer named by settings.EVOLUTION_TRAINER trains M(t+1) — or, with none,
+    TRAINING   the trainer named by settings.EVOLUTION_TRAINER trains M(t+1) — or, with none (or
+               a loop set to train=0),
     AWAITING_TRAINING  the loop says it stopped before training and waits for a model version
                derived from M(t) (parent = M(t)), made by hand or by the training issue's runs
     DONE       M(t+1) exists: the next round rolls it out
 
 The trainer contract: EVOLUTION_TRAINER is a dotted path to `trainer(loop_round) -> dict` with
-"status" ("running" | "done" | "failed"), "model_version" (the ModelVersion or its id, when done)
-and "detail" (words for the page). It is asked at every step while the round trains, so it must
+"status" ("running" | "done" | "paused" | "failed"), "model_version" (the ModelVersion or its id, when
+done) and "detail" (words for the page). "paused" stops the loop with the detail as its reason until a
+person resumes it (loop_control.resume_loop); the trainer is then asked again. It is asked at every step while the round trains, so it must
 start one training per round (key it by loop_round.pk) and answer how that training stands.
 """
 import logging
@@ -31,7 +33,7 @@ from django.db.models import Count
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from flywheel.collection.launch import cancel_run, launch_run, select_queries
+from flywheel.collection.launch import launch_run, select_queries
 from flywheel.collection.run_config import clean_run_config
 from flywheel.events import publish
 from flywheel.models import (
@@ -58,14 +60,19 @@ LIVE = (Status.QUEUED, Status.RUNNING)
 FAILED = (Outcome.FALSE, Outcome.ENV_ERROR)
 NO_TRAINER = ("stopped before training: no trainer is set up on this console, so no new model was made "
               "(an administrator sets EVOLUTION_TRAINER)")
+OWN_TRAINING = "stopped before training: this loop was started to have its models trained outside it (train = 0)"
 EMPTY_POOL = ("The RL query pool has no active or banked query to roll out. Bank Phase-0 queries first (the "
               "button on the Self-evolution loops page), or let counterfactual derivation add queries, then start "
               "the loop.")
 # name: (lowest, default, highest) — whole numbers
 # wait_for_people: 1 = an Undetermined rollout holds its round until a person adjudicates it; 0 = the
 # round goes on without it (it stays in the adjudication queue), for a loop nobody attends.
+# train: 1 = the console's trainer trains M(t+1); 0 = the round waits for a model made elsewhere.
+# rl_iterations: RL iterations after each round's SFT stage (a served model's trainer; the report
+# gives no number per round: 2 lets a round learn from its own fresh rollouts twice).
 LOOP_FIELDS = {"rounds": (1, 3, 50), "group_size": (1, 4, 100), "max_queries": (1, 50, 10_000),
-               "phones": (1, 4, 256), "max_steps": (1, 25, 500), "wait_for_people": (0, 1, 1)}
+               "phones": (1, 4, 256), "max_steps": (1, 25, 500), "wait_for_people": (0, 1, 1),
+               "train": (0, 1, 1), "rl_iterations": (0, 2, 20)}
 
 
 def clean_loop_config(raw) -> dict:
@@ -151,8 +158,10 @@ def round_stats(loop_round: LoopRound) -> dict:
     }
 
 
-def load_trainer():
-    """(the trainer callable or None, why there is none)."""
+def load_trainer(loop=None):
+    """(the trainer callable or None, why there is none) — for `loop` when given (its train setting)."""
+    if loop is not None and not (loop.config or {}).get("train", 1):
+        return None, OWN_TRAINING
     path = settings.EVOLUTION_TRAINER
     if not path:
         return None, NO_TRAINER
@@ -328,7 +337,7 @@ def _ecdm(loop, loop_round) -> bool:
                                f"repair){people}")
         return False
     _snapshot(loop_round)
-    trainer, _ = load_trainer()
+    trainer, _ = load_trainer(loop)
     return _move(loop_round, Stage.TRAINING if trainer else Stage.AWAITING_TRAINING)
 
 
@@ -342,7 +351,7 @@ def _model_of(reply) -> ModelVersion | None:
 
 
 def _training(loop, loop_round) -> bool:
-    trainer, _ = load_trainer()
+    trainer, _ = load_trainer(loop)
     if trainer is None:
         return _move(loop_round, Stage.AWAITING_TRAINING)
     try:
@@ -361,6 +370,10 @@ def _training(loop, loop_round) -> bool:
     if status == "failed":
         _fail(loop, loop_round, f"training failed: {detail or 'no reason given'}")
         return False
+    if status == "paused":  # a person must act; nothing is lost, resuming asks the trainer again
+        loop.status = Status.PAUSED
+        _say(loop, loop_round, f"paused: {detail or 'the trainer gave no reason'}")
+        return False
     if status == "done" and model is not None:
         return _close_round(loop, loop_round, model)
     if status == "done":
@@ -376,7 +389,7 @@ def newer_model(loop_round) -> ModelVersion | None:
 
 
 def _awaiting_training(loop, loop_round) -> bool:
-    trainer, why = load_trainer()
+    trainer, why = load_trainer(loop)
     if trainer is not None:
         return _move(loop_round, Stage.TRAINING)
     model = newer_model(loop_round)
@@ -395,26 +408,3 @@ def _close_round(loop, loop_round, model) -> bool:
     loop.model_version = model
     _say(loop, loop_round, f"M(t+1) = {model}")
     return True
-
-
-def cancel_loop(loop: EvolutionLoop, user=None) -> EvolutionLoop:
-    """Stop the loop: its open round fails as cancelled and a rollout still collecting is cancelled
-    (phones finish their current step). Everything already collected, judged and repaired stays."""
-    with transaction.atomic():
-        loop = EvolutionLoop.objects.select_for_update().get(pk=loop.pk)
-        if loop.status not in LIVE:
-            return loop
-        who = f" by {user}" if user else ""
-        current = loop.rounds.exclude(stage__in=[Stage.DONE, Stage.FAILED]).order_by("-number").first()
-        if current is not None:
-            run = current.rollout_run
-            if run is not None and run.status in (CollectionRun.Status.QUEUED, CollectionRun.Status.RUNNING):
-                cancel_run(run)
-            stage = current.get_stage_display()
-            current.stage, current.finished_at = Stage.FAILED, timezone.now()
-            _snapshot(current)
-            current.detail = f"cancelled{who} during: {stage}"[:300]
-            current.save()
-        _finish(loop, Status.CANCELLED, f"cancelled{who}" + (f" in round {current.number}" if current else ""))
-        publish("runs", loop=loop.pk)
-    return loop

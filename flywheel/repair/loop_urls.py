@@ -8,4 +8,5 @@ urlpatterns = [
     path("bank/", views.loop_bank, name="loop-bank"),
     path("<int:loop_id>/", views.loop_detail, name="loop-detail"),
     path("<int:loop_id>/cancel/", views.loop_cancel, name="loop-cancel"),
+    path("<int:loop_id>/resume/", views.loop_resume, name="loop-resume"),
 ]

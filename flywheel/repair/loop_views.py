@@ -15,12 +15,12 @@ from flywheel.repair.loop import (
     EMPTY_POOL,
     LIVE,
     LOOP_FIELDS,
-    cancel_loop,
     load_trainer,
     pool_sizes,
     round_stats,
     start_loop,
 )
+from flywheel.repair.loop_control import OPEN, cancel_loop, resume_loop
 from flywheel.rules.salvage import SUPERVISION_PATHS
 
 PATH_LABELS = {"step": "Teacher step correction", "human": "Human repair", "rqa": "RQA", "env": "Env pop-up repair"}
@@ -96,7 +96,7 @@ def loop_detail(request, loop_id):
     loop = get_object_or_404(EvolutionLoop.objects.select_related("model_version", "created_by"), pk=loop_id)
     live = loop.status in LIVE
     context = {"loop": loop, "rows": _round_rows(loop), "live": live, "path_labels": PATH_LABELS.values(),
-               "pools": pool_sizes()}
+               "pools": pool_sizes(), "open": loop.status in OPEN, "paused": loop.status == EvolutionLoop.Status.PAUSED}
     # htmx polls the whole page and keeps its live part (hx-select).
     return render_live(request, "flywheel/loop_detail.html", context, live=live)
 
@@ -105,10 +105,23 @@ def loop_detail(request, loop_id):
 @require_POST
 def loop_cancel(request, loop_id):
     loop = get_object_or_404(EvolutionLoop, pk=loop_id)
-    if loop.status not in LIVE:
+    if loop.status not in OPEN:
         messages.info(request, f"{loop} is already {loop.get_status_display().lower()}.")
     else:
         cancel_loop(loop, user=request.user)
         messages.info(request, f"{loop} cancelled: its rollout stops after the phones' current step; "
                                "everything collected and repaired so far stays.")
     return redirect("loop-detail", loop_id=loop.pk)
+
+
+@role_required(MANAGER)
+@require_POST
+def loop_resume(request, loop_id):
+    loop = get_object_or_404(EvolutionLoop, pk=loop_id)
+    try:
+        loop = resume_loop(loop, user=request.user)
+    except ValidationError as error:
+        messages.info(request, " ".join(error.messages))
+    else:
+        messages.success(request, f"{loop} resumed: {loop.state}")
+    return redirect("loop-detail", loop_id=loop_id)

@@ -26,7 +26,7 @@ from django.conf import settings
 from devices.executor import ActionExecutor
 from devices.observation import observe
 from devices.phone import PhoneUnavailable
-from devices.uitree import all_nodes, parse_hierarchy
+from devices.uitree import all_nodes, node_at, parse_hierarchy
 from flywheel.queries.exploration import store
 from flywheel.queries.exploration.cross import CrossAppSteps
 from flywheel.queries.exploration.rules import (
@@ -35,6 +35,7 @@ from flywheel.queries.exploration.rules import (
     STRICT_WORDS,
     element_actions,
     element_key,
+    irreversible_hit,
     is_sign_in,
     path_key,
     switch_state,
@@ -124,11 +125,17 @@ class AppExplorer(CrossAppSteps):
         action = {key: value for key, value in step.items() if key not in ("target", "checked")}
         if step.get("target"):
             xml = self.phone.recent_dump(1.0) or self.phone.dump_hierarchy()
-            node = find_target(list(all_nodes(parse_hierarchy(xml))), step["target"])
+            roots = parse_hierarchy(xml)
+            node = find_target(list(all_nodes(roots)), step["target"])
             if node is None:
                 return False
             if "checked" in step and switch_state(node) == step["checked"]:
                 return True  # a switch the path turns on (off) is already on (off): nothing to do
+            if irreversible_hit(node_at(roots, *node.center), roots, self.strict, self.soft):
+                self.state["stats"]["skipped_avoid"] = self.state["stats"].get("skipped_avoid", 0) + 1
+                self.problem("irreversible_hit", f"{step_words(step)}: the touch would hit an irreversible "
+                                                 "element on the screen now; not sent")
+                return False
             action.update(point=list(node.center), coords="pixel")
         result = self.executor.execute(action)
         self.state["stats"]["actions"] += 1

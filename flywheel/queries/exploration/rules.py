@@ -65,6 +65,21 @@ def element_actions(element, reading, per_id, strict, soft, max_same_id=2) -> tu
     return actions, False
 
 
+def irreversible_hit(hit, roots, strict, soft) -> bool:
+    """Whether the element a touch would actually hit (devices.uitree.node_at) is one the explorer never
+    taps — judged on the screen as it is when the touch is sent, not on the page the target was chosen
+    on: a screen that changed in between (a dialog that opened late) must not turn a tap into a
+    confirmation's positive button."""
+    if hit is None:
+        return False
+    parts = hit.walk() if (hit.clickable or hit.long_clickable) else [hit]  # a row's title and summary too
+    label = " ".join(part for n in parts for part in (n.text, n.desc) if part)
+    label += " " + hit.resource_id.rsplit("/", 1)[-1].replace("_", " ")
+    in_dialog = any(node.resource_id.startswith("android:id/button") for root in roots for node in root.walk())
+    is_button = "Button" in hit.cls or hit.resource_id.startswith("android:id/button")
+    return bool(strict.search(label) or (soft.search(label) and (is_button or in_dialog)))
+
+
 def path_key(path) -> str:
     return json.dumps(path or [], sort_keys=True)
 

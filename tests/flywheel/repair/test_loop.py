@@ -21,12 +21,12 @@ from flywheel.repair import loop as loop_module
 from flywheel.repair.loop import (
     NO_TRAINER,
     advance_loop,
-    cancel_loop,
     round_stats,
     salvage_path,
     start_loop,
     start_round,
 )
+from flywheel.repair.loop_control import cancel_loop
 from tests.flywheel.collection.test_runs import make_query
 
 # The pages, wherever the project includes them: this URLconf puts them at /loops/ on top of the site's.
@@ -68,6 +68,12 @@ def repaired(trajectory, path="step", by="teacher", status="done", sample=True):
 
 def current_round(loop):
     return loop.rounds.order_by("-number").first()
+
+
+@pytest.fixture(autouse=True)
+def no_trainer(settings):
+    """These tests drive the loop's stages by hand: no trainer unless a test plugs one in."""
+    settings.EVOLUTION_TRAINER = ""
 
 
 @pytest.fixture
@@ -252,6 +258,69 @@ def test_a_plugged_trainer_trains_each_round_and_the_next_round_rolls_its_model_
     assert first.stage == "done" and loop.model_version.name == f"trained-{first.pk}"
     assert current_round(loop).number == 2 and current_round(loop).rollout_run.model_version == loop.model_version
     assert fake_trainer.calls == [first.pk] * 3
+
+
+def pausing_trainer(loop_round):
+    """A trainer that needs a person once (a checkpoint that cannot be served), then trains."""
+    pausing_trainer.calls.append(loop_round.pk)
+    if len(pausing_trainer.calls) == 1:
+        return {"status": "paused", "detail": "M1 cannot be served: config.json is missing"}
+    model = ModelVersion.objects.create(name=f"served-{loop_round.pk}", parent=loop_round.model_version)
+    return {"status": "done", "model_version": model}
+
+
+def test_a_trainer_pauses_the_loop_with_its_reason_and_a_person_resumes_it(manager, two_queries, settings, client,
+                                                                          role_users):
+    settings.EVOLUTION_TRAINER = "tests.flywheel.repair.test_loop.pausing_trainer"
+    pausing_trainer.calls = []
+    loop = start_loop(manager, None, {"rounds": 1, "group_size": 1, "max_queries": 1})
+    run = current_round(loop).rollout_run
+    for trajectories in collect(run).values():
+        route_trajectory(trajectories[0], "true")
+    refresh_progress(run.pk)
+    loop = advance_loop(loop.pk)
+    assert loop.status == "paused" and "config.json is missing" in loop.state
+    assert current_round(loop).stage == "training"
+    for _ in range(2):  # beat does not move a paused loop, nor ask its trainer again
+        loop = advance_loop(loop.pk)
+    assert loop.status == "paused" and pausing_trainer.calls == [current_round(loop).pk]
+    client.force_login(manager)
+    page = client.get(f"/loops/{loop.pk}/").content.decode()
+    assert 'data-testid="loop-resume"' in page and "config.json is missing" in page
+    answer = client.post(f"/loops/{loop.pk}/resume/", follow=True).content.decode()
+    loop.refresh_from_db()
+    assert loop.status == "done" and "served-" in loop.state and "resumed" in answer
+    again = client.post(f"/loops/{loop.pk}/resume/", follow=True).content.decode()
+    assert "not paused" in again
+    for role in ("annotator", "adjudicator", None):
+        client.force_login(role_users[role])
+        assert client.post(f"/loops/{loop.pk}/resume/").status_code == 403
+
+
+def test_a_paused_loop_can_be_cancelled(manager, two_queries, settings):
+    settings.EVOLUTION_TRAINER = "tests.flywheel.repair.test_loop.pausing_trainer"
+    pausing_trainer.calls = []
+    loop = start_loop(manager, None, {"rounds": 2, "group_size": 1, "max_queries": 1})
+    run = current_round(loop).rollout_run
+    for trajectories in collect(run).values():
+        route_trajectory(trajectories[0], "true")
+    refresh_progress(run.pk)
+    assert advance_loop(loop.pk).status == "paused"
+    loop = cancel_loop(loop, user=manager)
+    assert loop.status == "cancelled" and current_round(loop).stage == "failed"
+
+
+def test_a_loop_set_to_train_elsewhere_waits_for_a_model_even_with_a_trainer(manager, two_queries, settings):
+    settings.EVOLUTION_TRAINER = "tests.flywheel.repair.test_loop.fake_trainer"
+    fake_trainer.calls = []
+    loop = start_loop(manager, None, {"rounds": 1, "group_size": 1, "train": 0})
+    run = current_round(loop).rollout_run
+    for trajectories in collect(run).values():
+        route_trajectory(trajectories[0], "true")
+    refresh_progress(run.pk)
+    loop = advance_loop(loop.pk)
+    assert current_round(loop).stage == "awaiting_training" and "trained outside it" in loop.state
+    assert fake_trainer.calls == []
 
 
 def test_a_missing_trainer_is_said_clearly(manager, two_queries, settings):
