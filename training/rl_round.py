@@ -14,6 +14,7 @@ from django.conf import settings
 from flywheel.collection.launch import cancel_run as cancel_collection
 from flywheel.collection.launch import launch_run
 from flywheel.models import CollectionRun, Line, RlQueryEntry, RlRollout, Trajectory
+from flywheel.rules.stops import StopKind
 from training.models import TrainingRun
 from training.rules.curriculum import sample_queries, sampling_weights, smoothed_success_rate
 from training.runs import RunError
@@ -96,6 +97,18 @@ def rollouts_settled(collection: CollectionRun) -> bool:
 WAITING, CANCELLED, READY = "waiting", "cancelled", "ready"
 
 
+def endpoint_failures(collection: CollectionRun) -> None:
+    """RunError when the policy's server, not the policy, ended most rollouts (down, killed, answering
+    garbage): learning from them would teach the model its server's outage."""
+    rollouts = Trajectory.objects.filter(run=collection)
+    total = rollouts.count()
+    failed = rollouts.filter(stop_kind=StopKind.ENDPOINT_FAILED)
+    if total and failed.count() * 2 > total:
+        last = failed.order_by("-pk").values_list("stop_reason", flat=True).first() or ""
+        raise RunError(f"the policy's endpoint failed on {failed.count()} of {total} rollouts of RL run "
+                       f"#{collection.pk} (last: {last[:150]}); nothing was learnt from them")
+
+
 def poll_rollouts(run: TrainingRun, run_dir: Path) -> tuple[str, Path | None]:
     """One look at the run's rollouts: (WAITING, None) while they are collected and judged — the
     task asks again later instead of holding a worker the rollouts themselves need —, (CANCELLED,
@@ -115,6 +128,7 @@ def poll_rollouts(run: TrainingRun, run_dir: Path) -> tuple[str, Path | None]:
         set_phase(run, "rollout", rl_run=collection.pk, collected=collection.completed, total=collection.total,
                   rollout_started=started, waiting=True)
         return WAITING, None
+    endpoint_failures(collection)
     config = run.config
     stats = build_rollouts(collection, run_dir / "rollouts", lam=float(config["lambda"]),
                            advantage=config["advantage"], passes=int(config["judge_passes"]),

@@ -91,8 +91,9 @@ class EndpointPolicy:
         response = self._call(body, model_io)
         try:
             text = response["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            raise PolicyError("the endpoint's answer has no choices[0].message.content", model_io) from None
+        except (KeyError, IndexError, TypeError):  # not an OpenAI answer: the server's fault, not the model's
+            raise PolicyError("the endpoint's answer has no choices[0].message.content", model_io,
+                              endpoint_failed=True) from None
         if isinstance(text, list):  # some servers answer content parts
             text = "".join(part.get("text", "") for part in text if isinstance(part, dict))
         try:
@@ -129,7 +130,8 @@ class EndpointPolicy:
                 if reply.status not in RETRYABLE_STATUS:
                     raise PolicyError(f"the endpoint answered HTTP {reply.status}"
                                       + ("" if reply.status != 200 else " without a JSON object"), model_io,
-                                      endpoint_failed=500 <= reply.status < 600)  # a 5xx: the server broke
+                                      # a 5xx, or a 200 that is not JSON: the server broke
+                                      endpoint_failed=reply.status == 200 or 500 <= reply.status < 600)
             if attempt < self.retries:
                 time.sleep(min(4.0, 0.25 * 2 ** attempt))
         last = model_io["attempts"][-1]

@@ -240,3 +240,69 @@ def test_a_checkpoint_missing_files_is_failed_with_the_loaders_reason_on_its_pag
         assert [r.version for r in claim("host-b", 1, keep_warm=1)] == [version]
     finally:
         host.shutdown()
+
+
+def test_a_gpu_less_host_asked_for_vllm_fails_the_version_with_the_reason_and_the_round_pauses(tmp_path, client_as,
+                                                                                               monkeypatch):
+    from training import round_trainer
+    from training.model_host import host as host_module
+
+    monkeypatch.setattr(host_module.shutil, "which", lambda name: None)  # whatever this machine has: no GPU
+    version = checkpoint_version("m+sft#3", tmp_path)
+    host = ModelHost("gpu-less", address="127.0.0.1", first_port=free_port(), max_servers=1, keep_warm=1,
+                     engine="vllm", device="cpu", log_dir=tmp_path / "model-host")
+    host.tick()
+    row = Serving.objects.get(version=version)
+    assert row.state == "failed" and not host.processes and row.pid is None
+    assert "MODEL_HOST_ENGINE=vllm" in row.error and ("not installed" in row.error or "no NVIDIA GPU" in row.error)
+    page = client_as("manager").get(f"/training/models/{version.pk}/").content.decode()
+    assert "MODEL_HOST_ENGINE=vllm" in page and 'data-testid="serve-again"' in page
+    # A loop round waiting for this checkpoint pauses with the same words.
+    waiting = round_trainer.serving_state(version)
+    assert waiting["status"] == "paused" and "MODEL_HOST_ENGINE=vllm" in waiting["detail"]
+
+
+def test_a_model_host_killed_mid_serve_hands_its_version_to_another_host(tiny_checkpoint, tmp_path, settings):
+    from training.round_trainer import serving_state
+    from training.tasks import check_model_endpoints
+
+    version = checkpoint_version("tiny+rl#4", tiny_checkpoint)
+    first = make_host(tmp_path, name="host-a")
+    row = tick_until(first, lambda row: row.state == "serving")
+    killed_url = f"http://127.0.0.1:{row.port}/v1"
+    # host-a dies with its server (SIGKILL: no shutdown runs, its rows stay "serving" under its name)
+    os.kill(row.pid, signal.SIGKILL)
+    first.processes.clear()
+    assert wait_until(lambda: not alive(row.pid) or zombie(row.pid))
+    check_model_endpoints()                       # beat: the endpoint no longer answers
+    version.refresh_from_db()
+    assert version.health["ok"] is False and serving_state(version)["status"] == "running"
+    assert "not healthy" in serving_state(version)["detail"]
+    second = make_host(tmp_path, name="host-b")
+    try:
+        second.tick()
+        assert Serving.objects.get(version=version).host == "host-a"  # its heartbeat is still recent
+        Serving.objects.filter(version=version).update(heartbeat_at=timezone.now() - timedelta(
+            seconds=settings.MODEL_HOST_STALE_S + 1))
+        row = tick_until(second, lambda row: row.state == "serving")
+        version.refresh_from_db()
+        assert row.host == "host-b" and version.kind == "endpoint" and version.health["ok"] is True
+        assert version.endpoint_url != killed_url and serving_state(version) is None
+    finally:
+        second.shutdown()
+
+
+def wait_until(predicate, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def zombie(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return False

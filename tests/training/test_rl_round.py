@@ -55,3 +55,19 @@ def test_progress_follows_the_lineage_when_the_config_does_not_set_it():
     assert curriculum_progress(config, twice) == 0.5
     assert curriculum_progress({"curriculum": {"progress": 0.9, "iterations": 4}}, twice) == 0.9
     assert curriculum_progress({"curriculum": {"progress": None, "iterations": 1}}, twice) == 1.0
+
+
+def test_rollouts_ended_by_the_policys_server_are_never_learnt_from(db):
+    from flywheel.models import CollectionRun, Trajectory
+    from training.rl_round import endpoint_failures
+
+    query = Query.objects.create(key="q-endpoint", text="Open Settings")
+    collection = CollectionRun.objects.create(line="rl", total=4)
+    for kind in ("endpoint_failed", "endpoint_failed", "endpoint_failed", "terminate_failure"):
+        Trajectory.objects.create(query=query, run=collection, line="rl", status="completed", stop_kind=kind,
+                                  stop_reason="policy error: the endpoint's answer has no choices[0].message.content")
+    with pytest.raises(RunError, match="endpoint failed on 3 of 4 rollouts"):
+        endpoint_failures(collection)
+    Trajectory.objects.filter(run=collection, stop_kind="endpoint_failed").first().delete()
+    Trajectory.objects.filter(run=collection, stop_kind="endpoint_failed").first().delete()
+    endpoint_failures(collection)  # 1 of 2: the rollouts are the policy's own

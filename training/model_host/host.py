@@ -150,7 +150,16 @@ def _die_with_parent():  # pragma: no cover - runs in the child between fork and
 
 
 def vllm_available() -> bool:
-    return importlib.util.find_spec("vllm") is not None and shutil.which("nvidia-smi") is not None
+    return not vllm_missing()
+
+
+def vllm_missing() -> str:
+    """What keeps vLLM from serving here ("" when nothing does)."""
+    if importlib.util.find_spec("vllm") is None:
+        return "vLLM is not installed here"
+    if shutil.which("nvidia-smi") is None:
+        return "this machine has no NVIDIA GPU (nvidia-smi is not found)"
+    return ""
 
 
 class ModelHost:
@@ -244,6 +253,11 @@ class ModelHost:
         log_path, error_file = self._files(row)
         error_file.unlink(missing_ok=True)
         engine = self.engine_for()
+        if engine == Serving.Engine.VLLM and not vllm_available():
+            self._fail(row, f"model host {self.name} is set to serve with vLLM (MODEL_HOST_ENGINE=vllm) but "
+                            f"{vllm_missing()}; run this host on a GPU machine with vLLM installed, or set "
+                            "MODEL_HOST_ENGINE=auto to use the built-in server, then use Serve again")
+            return
         try:
             port = self._free_port(row.port)
             argv = self.command(row.version, engine, port, error_file)
