@@ -2,7 +2,8 @@
 5 goes once into var/transformers5 (pip --target, with only those of its requirements that the
 virtual environment does not already satisfy: huggingface_hub 1+, tokenizers, ...), and a process with
 that folder first on its PYTHONPATH builds the tiny Qwen2.5-VL, trains 3 SFT steps through the
-trainer's entry point, saves, reloads and compares (tests/training/transformers5_roundtrip.py).
+trainer's entry point, saves, reloads and compares, and serves the checkpoint with the built-in model
+server (tests/training/transformers5_roundtrip.py).
 The folder is kept, so a rerun skips the install; delete it to take the newest 5.x. Without PyPI the
 test is skipped, unless CI is set: there it fails."""
 import json
@@ -99,3 +100,6 @@ def test_the_tiny_model_trains_saves_and_reloads_under_transformers5(transformer
     assert found["reloaded_logits_equal"] and found["checkpoint_logits_equal_final"], found
     assert found["trained_differs_from_fresh"], found
     assert found["pixel_values_equal"] and found["image_processor_classes"] == ["Qwen2VLImageProcessorPil"], found
+    served = found["served"]
+    assert served.get("status") == 200 and served["content_is_text"], served
+    assert served["logprobs"] == served["completion_tokens"] >= 1, served

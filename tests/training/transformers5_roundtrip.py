@@ -1,9 +1,15 @@
 """Run by test_transformers5.py in a process whose PYTHONPATH puts transformers 5 first:
 `python tests/training/transformers5_roundtrip.py <snapshot dir> <work dir>`. Trains the tiny
 Qwen2.5-VL 3 SFT steps through the trainer's entry point, saves and reloads a model trained in this
-process, and prints one JSON line of what it found (the test asserts on it)."""
+process, serves the trained checkpoint with the built-in model server, and prints one JSON line of what
+it found (the test asserts on it)."""
+import base64
 import json
+import socket
+import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import torch
@@ -64,7 +70,48 @@ def main(snapshot: Path, work: Path) -> dict:
     found["image_processor_classes"] = sorted({type(proc).__name__ for proc in
                                                (fresh, final_processor.image_processor,
                                                 reloaded_processor.image_processor)})
+    found["served"] = serve_and_ask(run_dir / "final", samples[0].images[0])
     return found
+
+
+def serve_and_ask(checkpoint: Path, screenshot: Path) -> dict:
+    """The built-in model server (training/model_host/server.py), run under this transformers, answers a
+    chat completion with an image and the sampled tokens' log-probabilities, as it does for the RL line."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "training.model_host.server", "--model", str(checkpoint),
+                                "--served-model-name", "tiny", "--port", str(port), "--device", "cpu",
+                                "--max-new-tokens", "4"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while not answers(base + "/health"):
+            if process.poll() is not None or time.monotonic() > deadline:
+                return {"error": process.stderr.read().decode()[-1500:] if process.poll() is not None else "no answer"}
+            time.sleep(0.5)
+        image = "data:image/png;base64," + base64.b64encode(screenshot.read_bytes()).decode()
+        body = {"model": "tiny", "temperature": 0.7, "max_tokens": 4, "logprobs": True,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "Open Settings"},
+                                                          {"type": "image_url", "image_url": {"url": image}}]}]}
+        request = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            answer = json.loads(reply.read())
+        choice = answer["choices"][0]
+        return {"status": 200, "content_is_text": isinstance(choice["message"]["content"], str),
+                "logprobs": len(choice["logprobs"]["content"]), "completion_tokens": answer["usage"]["completion_tokens"]}
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
 
 
 if __name__ == "__main__":
