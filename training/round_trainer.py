@@ -21,6 +21,7 @@ from django.conf import settings
 
 from flywheel.models import ModelVersion
 from training.config import ConfigError
+from training.model_host.host import request_serving
 from training.models import DataSnapshot, Serving, TrainingRun
 from training.runs import RunError, create_run
 from training.snapshots import create_snapshot
@@ -71,6 +72,7 @@ def serving_state(model: ModelVersion) -> dict | None:
     if serving is not None and serving.state in Serving.ACTIVE:
         return {"status": "running", "detail": f"{model.name} is trained; model host {serving.host} is starting "
                                                "its server"}
+    request_serving(model)  # the loop needs it: a full model host makes room for it
     return {"status": "running", "detail": f"{model.name} is trained; waiting for a model host to serve it "
                                            "(`make model-host`, or its vLLM recipe on its model page)"}
 

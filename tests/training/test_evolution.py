@@ -60,7 +60,8 @@ def test_a_round_is_sft_then_its_rl_iterations_each_on_the_served_checkpoint_bef
     m1 = finish(sft_run, "M1")
     waiting = train_round(loop_round)
     assert waiting["status"] == "running" and "waiting for a model host" in waiting["detail"]
-    Serving.objects.create(version=m1, state="starting", host="gpu-1")
+    assert Serving.objects.get(version=m1).wanted_until is not None  # asked for: a full host makes room
+    Serving.objects.filter(version=m1).update(state="starting", host="gpu-1")
     assert "gpu-1" in train_round(loop_round)["detail"] and TrainingRun.objects.count() == 1
     serve(m1)
     assert "RL iteration 1" in train_round(loop_round)["detail"]
@@ -71,7 +72,7 @@ def test_a_round_is_sft_then_its_rl_iterations_each_on_the_served_checkpoint_bef
     m2 = finish(rl_1, "M2")
     ModelVersion.objects.filter(pk=m2.pk).update(kind="endpoint", endpoint_url="http://127.0.0.1:9/v1",
                                                  health={"ok": False, "error": "HTTP 502"})
-    Serving.objects.create(version=m2, state="serving", host="host-1")
+    Serving.objects.update_or_create(version=m2, defaults={"state": "serving", "host": "host-1"})
     unhealthy = train_round(loop_round)
     assert unhealthy["status"] == "running" and "not healthy yet: HTTP 502" in unhealthy["detail"]
     serve(m2)

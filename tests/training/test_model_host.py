@@ -113,6 +113,30 @@ def test_serve_it_now_holds_an_older_checkpoint_served_for_a_while(tmp_path, cli
     assert not Serving.objects.filter(version=no_folder).exists()
 
 
+def test_a_full_host_makes_room_for_a_version_a_run_needs_never_for_one_merely_warm(tmp_path):
+    asked = checkpoint_version("m+sft#1", tmp_path / "1")
+    host = ModelHost("host-a", address="127.0.0.1", first_port=free_port(), max_servers=1, keep_warm=2,
+                     engine="builtin", device="cpu", log_dir=tmp_path / "model-host")
+    Serving.objects.create(version=asked, state="serving", host="host-a", port=9, heartbeat_at=timezone.now(),
+                           wanted_until=timezone.now() + timedelta(minutes=30))
+    ModelVersion.objects.filter(pk=asked.pk).update(kind="endpoint", endpoint_url="http://127.0.0.1:9/v1",
+                                                    health={"ok": True})
+    warm = checkpoint_version("m+sft#2", tmp_path / "2")          # only the newest: kept warm if there is room
+    assert list(needs_serving(keep_warm=2)) == [warm] and host.make_room() is False
+    assert Serving.objects.get(version=asked).state == "serving"
+    CollectionRun.objects.create(line="rl", model_version=warm, status="running")   # now a run needs it
+    assert host.make_room() is True
+    assert Serving.objects.get(version=asked).state == "stopped"
+    asked.refresh_from_db()
+    assert asked.kind == "checkpoint" and not asked.endpoint_url
+    assert [row.version for row in claim("host-a", 1, keep_warm=2)] == [warm]
+    # a version a run uses is never the one stopped to make room
+    Serving.objects.filter(version=warm).update(state="serving", heartbeat_at=timezone.now())
+    CollectionRun.objects.create(line="rl", model_version=checkpoint_version("m+sft#3", tmp_path / "3"),
+                                 status="running")
+    assert host.make_room() is False and Serving.objects.get(version=warm).state == "serving"
+
+
 # --- the built-in server ----------------------------------------------------------------------------
 
 def test_the_builtin_server_answers_chat_completions_with_an_image(tiny_checkpoint):

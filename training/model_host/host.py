@@ -29,7 +29,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from flywheel.models import ModelVersion
@@ -197,9 +197,33 @@ class ModelHost:
         for row in Serving.objects.filter(host=self.name, state__in=Serving.ACTIVE).exclude(version_id__in=wanted):
             self.stop(row)
         active = Serving.objects.filter(host=self.name, state__in=Serving.ACTIVE).count()
+        if active >= self.max_servers and self.make_room():
+            active -= 1
         for row in claim(self.name, self.max_servers - active, self.keep_warm):
             log.info("claimed %s", row.version)
             self._start(row)
+
+    def make_room(self) -> bool:
+        """Every server slot is taken and a version that a run uses, or that someone asked for more
+        recently, waits: the least wanted served version no run uses is stopped (one per round), so a
+        loop never stalls behind a checkpoint merely kept warm or asked for long ago."""
+        pending = list(needs_serving(self.keep_warm).values_list("pk", "serving__wanted_until"))
+        if not pending:
+            return False
+        in_use = in_use_ids()
+        served = (Serving.objects.filter(host=self.name, state__in=Serving.ACTIVE).exclude(version_id__in=in_use)
+                  .order_by(F("wanted_until").asc(nulls_first=True), "version__created_at", "pk"))
+        victim = served.first()
+        if victim is None:
+            return False
+        urgent = any(pk in in_use for pk, _ in pending)
+        asked_later = any(until is not None and (victim.wanted_until is None or until > victim.wanted_until)
+                          for _, until in pending)
+        if not (urgent or asked_later):
+            return False
+        log.info("making room: %s gives its server up for a version that is needed", victim.version)
+        self.stop(victim)
+        return True
 
     def shutdown(self):
         for row in Serving.objects.filter(host=self.name, state__in=Serving.ACTIVE):
