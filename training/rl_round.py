@@ -79,7 +79,11 @@ def start_rollouts(run: TrainingRun) -> CollectionRun:
     known = (run.progress or {}).get("rl_run")
     if known:  # resumed: the rollouts already launched are the ones to learn from
         return CollectionRun.objects.get(pk=known)
-    keys = curriculum_keys(config, run.base_model)
+    try:
+        keys = curriculum_keys(config, run.base_model)
+    except RunError:
+        set_phase(run, "rollout", no_signal=NO_QUERIES)  # nothing to sample: not a fault to repair
+        raise
     collection = launch_run(Line.RL, {"keys": keys, "pool": "rl"}, model_version=run.base_model,
                             config={"repeats": int(config["group_size"]), "max_steps": int(config["max_rollout_steps"]),
                                     "phones": settings.TRAINING_ROLLOUT_PHONES},
@@ -95,6 +99,8 @@ def rollouts_settled(collection: CollectionRun) -> bool:
 
 
 WAITING, CANCELLED, READY = "waiting", "cancelled", "ready"
+# Why an RL run learnt nothing (progress["no_signal"]): an empty RL pool, or no group in the useful range.
+NO_QUERIES, NO_USEFUL_GROUP = "no_queries", "no_useful_group"
 
 
 def endpoint_failures(collection: CollectionRun) -> None:
@@ -135,7 +141,7 @@ def poll_rollouts(run: TrainingRun, run_dir: Path) -> tuple[str, Path | None]:
                            useful=tuple(config["useful_range"]), fallback_cap=int(config["fallback_cap"]))
     set_phase(run, "update", rl_run=collection.pk, rollouts=stats, waiting=False)
     if not stats.get("rows"):
-        set_phase(run, "update", rl_run=collection.pk, rollouts=stats, waiting=False, no_signal=True)
+        set_phase(run, "update", rl_run=collection.pk, rollouts=stats, waiting=False, no_signal=NO_USEFUL_GROUP)
         raise RunError(f"no rollout group of RL run #{collection.pk} is in the useful range: "
                        f"{stats.get('dropped_reasons') or stats.get('rollouts_left_out') or 'nothing to learn from'}")
     return READY, run_dir / "rollouts" / "rollouts.jsonl"

@@ -23,6 +23,7 @@ from flywheel.models import ModelVersion
 from training.config import ConfigError
 from training.model_host.host import request_serving
 from training.models import DataSnapshot, Serving, TrainingRun
+from training.rl_round import NO_QUERIES, NO_USEFUL_GROUP
 from training.runs import RunError, create_run
 from training.snapshots import create_snapshot
 
@@ -98,9 +99,15 @@ def _stage_words(index: int, stage: str) -> str:
     return "SFT" if stage == TrainingRun.Stage.SFT else f"RL iteration {index}"
 
 
-def _no_signal(run: TrainingRun) -> bool:
-    """An RL iteration whose rollouts held no group to learn from: nothing is wrong, nothing learnt."""
-    return run.stage == TrainingRun.Stage.RL and bool((run.progress or {}).get("no_signal"))
+NOTHING_LEARNT = {NO_QUERIES: "the RL pool had no query left to sample",
+                  NO_USEFUL_GROUP: "no rollout group was in the useful range"}
+
+
+def _no_signal(run: TrainingRun) -> str:
+    """Why an RL iteration learnt nothing although nothing is wrong ("" when that is not why it failed)."""
+    if run.stage != TrainingRun.Stage.RL:
+        return ""
+    return NOTHING_LEARNT.get((run.progress or {}).get("no_signal"), "")
 
 
 def train_round(loop_round) -> dict:
@@ -113,7 +120,7 @@ def train_round(loop_round) -> dict:
             waiting = serving_state(model) if stage == TrainingRun.Stage.RL else None
             return waiting or _start(loop_round, index, stage, model)
         if run.status in FAILED and _no_signal(run):
-            notes.append(f"{_stage_words(index, stage)} learnt nothing (no rollout group in the useful range)")
+            notes.append(f"{_stage_words(index, stage)} learnt nothing ({_no_signal(run)})")
             break  # the policy would sample the same rollouts again: the round ends with what it has
         if run.status in FAILED:
             return {"status": "paused", "detail": f"{_stage_words(index, stage)}: training run #{run.pk} "

@@ -141,7 +141,9 @@ def test_an_rl_iteration_with_nothing_to_learn_from_ends_the_round_with_what_it_
     train_round(loop_round)
     rl_1 = newest_run()
     TrainingRun.objects.filter(pk=rl_1.pk).update(status="failed", error="no rollout group is in the useful range",
-                                                  progress={**rl_1.progress, "no_signal": True})
+                                                  progress={**rl_1.progress, "no_signal": "no_useful_group"})
     done = train_round(loop_round)
     assert done["status"] == "done" and done["model_version"].pk == m1.pk
-    assert "RL iteration 1 learnt nothing" in done["detail"] and TrainingRun.objects.count() == 2
+    assert "RL iteration 1 learnt nothing (no rollout group" in done["detail"] and TrainingRun.objects.count() == 2
+    TrainingRun.objects.filter(pk=rl_1.pk).update(progress={**rl_1.progress, "no_signal": "no_queries"})
+    assert "the RL pool had no query left" in train_round(loop_round)["detail"]
