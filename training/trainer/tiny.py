@@ -2,6 +2,12 @@
 download, an offline byte-level tokenizer), or a saved checkpoint directory (a real Qwen2.5-VL, or one
 of our own checkpoints), loaded from local files only.
 
+The tiny model's tokenizer: {"tiny": {"vocab": "bytes"}} (the default) has no merges, every byte one
+token; {"tiny": {"vocab": "protocol"}} has byte-level BPE merges learnt from the agent protocol's own
+text (protocol_corpus.txt: its system prompt, user turns and replies of every action; written from
+flywheel.policies.protocol by tests/training/test_tiny_vocab.py, which the trainer may not import), so a
+prompt or reply is a quarter to a third as many tokens, short enough for a tiny model to learn to spell.
+
 The processor is Qwen2.5-VL's own with the video processor left out: our samples are screenshots,
 and transformers' video processor needs torchvision, which a CPU training host need not have.
 Saved artifacts name the stock `Qwen2_5_VLProcessor` so vLLM and LLaMA-Factory load them unchanged.
@@ -14,7 +20,7 @@ from pathlib import Path
 
 import torch
 import transformers
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     Qwen2_5_VLConfig,
     Qwen2_5_VLForConditionalGeneration,
@@ -57,6 +63,9 @@ CHAT_TEMPLATE = (
     "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
     "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+VOCABS = ("bytes", "protocol")
+PROTOCOL_CORPUS = Path(__file__).with_name("protocol_corpus.txt")
+PROTOCOL_VOCAB_SIZE = 4096   # a ceiling: the corpus runs out of pairs seen twice at about 1,300 (bytes + merges)
 TINY_IMAGE_MAX_PIXELS = 112 * 112 * 4   # 224 × 224: about 64 visual tokens per screenshot on CPU
 TINY_IMAGE_MIN_PIXELS = 28 * 28 * 4
 TINY_TEXT = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -98,13 +107,34 @@ def bytes_to_unicode() -> dict[int, str]:
     return dict(zip(printable, map(chr, codes)))
 
 
-def build_tokenizer() -> Qwen2TokenizerFast:
-    """A byte-level BPE over the 256 byte symbols (no merges: every byte is one token) plus Qwen's
-    special tokens, as a Qwen2TokenizerFast with the Qwen2-VL chat template."""
-    vocab = {symbol: index for index, symbol in enumerate(bytes_to_unicode().values())}
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+def byte_level(model: models.BPE) -> Tokenizer:
+    backend = Tokenizer(model)
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     backend.decoder = decoders.ByteLevel()
+    return backend
+
+
+def protocol_bpe() -> Tokenizer:
+    """Byte-level BPE with merges learnt from protocol_corpus.txt: the same corpus gives the same merges
+    (counts break ties by token id), so a rebuilt tiny model (the RL reference) gets the same ids."""
+    backend = byte_level(models.BPE())
+    trainer = trainers.BpeTrainer(vocab_size=PROTOCOL_VOCAB_SIZE, min_frequency=2, show_progress=False,
+                                  initial_alphabet=list(bytes_to_unicode().values()))
+    backend.train_from_iterator([PROTOCOL_CORPUS.read_text(encoding="utf-8")], trainer=trainer)
+    return backend
+
+
+def build_tokenizer(vocab: str = "bytes") -> Qwen2TokenizerFast:
+    """A byte-level BPE over the 256 byte symbols (vocab "bytes": no merges, every byte is one token;
+    "protocol": merges learnt from the protocol's text) plus Qwen's special tokens, as a
+    Qwen2TokenizerFast with the Qwen2-VL chat template."""
+    if vocab not in VOCABS:
+        raise ModelSpecError(f"the tiny model's vocab is one of {', '.join(VOCABS)}, not {vocab!r}")
+    if vocab == "protocol":
+        backend = protocol_bpe()
+    else:
+        backend = byte_level(models.BPE(vocab={symbol: index for index, symbol in
+                                               enumerate(bytes_to_unicode().values())}, merges=[]))
     backend.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in SPECIAL_TOKENS])
     tokenizer = Qwen2TokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    unk_token=None, bos_token=None)
@@ -136,10 +166,10 @@ def make_processor(image_processor, tokenizer, chat_template: str | None) -> Scr
     return processor
 
 
-def build_processor(image_max_pixels: int | None = None) -> ScreenshotProcessor:
+def build_processor(image_max_pixels: int | None = None, vocab: str = "bytes") -> ScreenshotProcessor:
     image_processor = ImageProcessor(min_pixels=TINY_IMAGE_MIN_PIXELS, max_pixels=TINY_IMAGE_MAX_PIXELS,
                                      patch_size=14, temporal_patch_size=2, merge_size=2)
-    processor = make_processor(image_processor, build_tokenizer(), CHAT_TEMPLATE)
+    processor = make_processor(image_processor, build_tokenizer(vocab), CHAT_TEMPLATE)
     set_image_pixels(processor, image_max_pixels)
     return processor
 
@@ -183,10 +213,11 @@ def tiny_config(tokenizer, overrides: dict | None = None) -> Qwen2_5_VLConfig:
         tie_word_embeddings=False)
 
 
-def build_tiny(overrides: dict | None = None, image_max_pixels: int | None = None, seed: int = 0):
-    """(model, processor): a freshly initialised tiny Qwen2.5-VL. The same overrides and seed give the
-    same weights (the RL reference model is rebuilt this way), without touching the global RNG."""
-    processor = build_processor(image_max_pixels or TINY_IMAGE_MAX_PIXELS)
+def build_tiny(overrides: dict | None = None, image_max_pixels: int | None = None, seed: int = 0,
+               vocab: str = "bytes"):
+    """(model, processor): a freshly initialised tiny Qwen2.5-VL. The same overrides, vocab and seed give
+    the same weights (the RL reference model is rebuilt this way), without touching the global RNG."""
+    processor = build_processor(image_max_pixels or TINY_IMAGE_MAX_PIXELS, vocab)
     config = tiny_config(processor.tokenizer, overrides)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -197,13 +228,15 @@ def build_tiny(overrides: dict | None = None, image_max_pixels: int | None = Non
 
 
 def load_model(spec: dict, image_max_pixels: int | None = None, seed: int = 0, dtype=torch.float32):
-    """(model, processor) for a run's "model" or "reference": {"tiny": {...overrides}} or {"path": dir}."""
+    """(model, processor) for a run's "model" or "reference": {"tiny": {...overrides}} or {"path": dir}.
+    The tiny spec's own keys (image_max_pixels, seed, vocab) go before the rest, text-model config keys."""
     if not isinstance(spec, dict) or len(spec) != 1 or not ({"tiny", "path"} & set(spec)):
         raise ModelSpecError(f'the model is {{"tiny": {{...}}}} or {{"path": "<checkpoint dir>"}}, not {spec!r}')
     if "tiny" in spec:
         tiny = dict(spec["tiny"] or {})
         pixels = tiny.pop("image_max_pixels", None) or image_max_pixels
-        return build_tiny(tiny, pixels, seed=tiny.pop("seed", seed))
+        vocab = tiny.pop("vocab", "bytes")
+        return build_tiny(tiny, pixels, seed=tiny.pop("seed", seed), vocab=vocab)
     path = Path(spec["path"])
     if not (path / "config.json").is_file():
         raise ModelSpecError(f"no model at {path}: expected a save_pretrained directory with config.json")
