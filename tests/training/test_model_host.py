@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 
 from flywheel.models import CollectionRun, ModelVersion
-from training.model_host.host import ModelHost, claim, needs_serving, wanted_ids
+from training.model_host.host import ModelHost, claim, needs_serving, request_serving, wanted_ids
 from training.models import Serving
 
 pytestmark = pytest.mark.django_db
@@ -130,6 +130,14 @@ def test_a_full_host_makes_room_for_a_version_a_run_needs_never_for_one_merely_w
     asked.refresh_from_db()
     assert asked.kind == "checkpoint" and not asked.endpoint_url
     assert [row.version for row in claim("host-a", 1, keep_warm=2)] == [warm]
+    # what someone asked for is claimed before what is merely kept warm
+    CollectionRun.objects.filter(model_version=warm).update(status="done")
+    Serving.objects.filter(version=warm).update(state="stopped")
+    checkpoint_version("m+sft#4", tmp_path / "4")
+    request_serving(asked)
+    assert [row.version for row in claim("host-a", 1, keep_warm=2)] == [asked]
+    Serving.objects.filter(version=asked).update(state="stopped")
+    CollectionRun.objects.filter(model_version=warm).update(status="running")
     # a version a run uses is never the one stopped to make room
     Serving.objects.filter(version=warm).update(state="serving", heartbeat_at=timezone.now())
     CollectionRun.objects.create(line="rl", model_version=checkpoint_version("m+sft#3", tmp_path / "3"),

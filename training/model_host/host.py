@@ -29,7 +29,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
 from django.utils import timezone
 
 from flywheel.models import ModelVersion
@@ -101,8 +101,12 @@ def claim(host: str, limit: int, keep_warm: int | None = None) -> list[Serving]:
         return []
     claimed = []
     with transaction.atomic():
+        # What a run uses first, then what someone asked for (the latest ask first), then the newest.
+        priority = Case(When(pk__in=in_use_ids(), then=Value(0)),
+                        When(serving__wanted_until__gt=timezone.now(), then=Value(1)), default=Value(2))
         versions = list(needs_serving(keep_warm).select_for_update(skip_locked=True, of=("self",))
-                        .order_by("-created_at", "-pk")[:limit])
+                        .order_by(priority, F("serving__wanted_until").desc(nulls_last=True), "-created_at",
+                                  "-pk")[:limit])
         for version in versions:
             # Read again under the lock: another host may have claimed it after our query's snapshot.
             row = Serving.objects.select_for_update().filter(version=version).first()
