@@ -173,7 +173,9 @@ def model_detail(request, model_id):
         "version": version, "chain": lineage(version), "recipe": recipe,
         "serving": Serving.objects.filter(version=version).first(),
         "children": version.children.order_by("created_at"), "served_name": serving.served_name(version),
-        "runs_from": version.training_runs_from.select_related("snapshot", "produced_model")[:50]})
+        "runs_from": version.training_runs_from.select_related("snapshot", "produced_model")[:50],
+        # benchmark runs of this version, through the relation (training does not import the benchmark)
+        "evaluations": version.eval_runs.select_related("benchmark").order_by("-created_at")[:20]})
 
 
 @role_required(MANAGER, ADMIN)
