@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from django.db.models import Q
+from django.db.models import Case, Q, Value, When
 
 from flywheel.collection.engine import CollectionConfig
 from flywheel.models import Line, Outcome, Trajectory
@@ -66,10 +66,14 @@ def has_policy_step(trajectory) -> bool:
 
 
 def earlier_successes(run, query_id: int):
-    """True RL rollouts of the query from earlier RL runs, the most recent run first."""
-    return (Trajectory.objects.filter(query_id=query_id, line=Line.RL, verdict=Outcome.TRUE, status__in=FINISHED,
-                                      run__created_at__lt=run.created_at)
-            .select_related("query").order_by("-run__created_at", "-pk"))
+    """§3.3.3: "when sampling fails we fall back on earlier successful trajectories of the same task" —
+    verified successes of the query from runs before this one: the RL line's first (the goal alone, as
+    here), then any other line's (a schema-guided or repaired success is a demonstration of the task),
+    never the benchmark's; the most recent run first."""
+    return (Trajectory.objects.filter(query_id=query_id, verdict=Outcome.TRUE, status__in=FINISHED,
+                                      run__created_at__lt=run.created_at).exclude(line=Line.BENCHMARK)
+            .select_related("query")
+            .order_by(Case(When(line=Line.RL, then=Value(0)), default=Value(1)), "-run__created_at", "-pk"))
 
 
 def scored_rollouts(rollouts: list[Trajectory], left_out: Counter) -> list[Trajectory]:

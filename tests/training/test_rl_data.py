@@ -297,3 +297,23 @@ def test_rollout_rows_carry_what_the_policy_sampled(rl_run, tmp_path):
     extra = [row["extra_fields"] for row in read_rows(tmp_path / "verl.jsonl")]
     assert [(e["rollout_log_probs"], e["sampling_temperature"]) for e in extra if e["rollout_log_probs"]] \
         == [([-0.5, -1.25], 0.7)]
+
+
+def test_a_failed_group_falls_back_on_an_earlier_verified_success_of_any_line_but_the_benchmark(tmp_path):
+    """§3.3.3: "when sampling fails we fall back on earlier successful trajectories of the same task" —
+    the schema-guided line's verified success counts; a benchmark success is never trained on."""
+    query = make_query("fallback-any-line", MILESTONES)
+    schema = CollectionRun.objects.create(line="schema", total=1)
+    shown = rollout(schema, query, "true", [(HOME, click(100, 50)), (SETTINGS, SUCCESS)])
+    Trajectory.objects.filter(pk=shown.pk).update(line="schema")
+    bench = CollectionRun.objects.create(line="benchmark", total=1)
+    Trajectory.objects.filter(pk=rollout(bench, query, "true", [(HOME, click(100, 50)), (SETTINGS, SUCCESS)]).pk
+                              ).update(line="benchmark")
+    run = CollectionRun.objects.create(line="rl", total=3, model_version=ModelVersion.objects.create(name="p"))
+    for _ in range(3):
+        rollout(run, query, "false", [(HOME, click(500, 50)), (NOTES, FAILURE)])
+    stats = build_rollouts(run, tmp_path, judge=None, fallback_cap=2)
+    assert stats["groups_kept"] == 1 and stats["fallback_trajectories"] == 1
+    written = read_rows(tmp_path / "rollouts.jsonl")
+    assert {row["trajectory"] for row in written if row["fallback"]} == {shown.pk}
+    assert all("KNOWN-PATH" not in json.dumps(row["messages"]) for row in written)  # the goal alone
