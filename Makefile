@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up central phone-host worker model-host test test-fast install install-training clean-venv flywheel-demo
+.PHONY: up central phone-host worker model-host test test-fast install install-training clean-venv flywheel-demo vlm-loop
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,3 +53,6 @@ clean-venv:
 # Issue #16: the compact policy trained round over round by the flywheel, measured on held-out tasks.
 flywheel-demo: $(STAMP) $(TRAINING_STAMP)
 	$(PY) perf/flywheel_demo.py
+
+vlm-loop: $(STAMP) $(TRAINING_STAMP)
+	$(PY) perf/vlm_loop.py

@@ -128,6 +128,8 @@ class Serving(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="its host's last sign of life")
     claimed_at = models.DateTimeField(null=True, blank=True)
     serving_since = models.DateTimeField(null=True, blank=True)
+    first_served_at = models.DateTimeField(null=True, blank=True,
+                                           help_text="when its endpoint first answered (checkpoint saved → served)")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self):

@@ -227,10 +227,12 @@ def test_a_host_serves_a_checkpoint_restarts_its_server_and_stops_it_when_unused
         assert claim("host-b", 5, keep_warm=1) == []          # held: no second host serves it
 
         # its server is killed: the host starts it again (after 1 s) and it serves again
-        first_pid = row.pid
+        first_pid, first_served = row.pid, row.first_served_at
+        assert first_served == row.serving_since
         os.kill(first_pid, signal.SIGKILL)
         row = tick_until(host, lambda row: row.restarts == 1 and row.state == "serving")
         assert row.pid != first_pid and alive(row.pid)
+        assert row.first_served_at == first_served < row.serving_since   # checkpoint → first served, kept
         version.refresh_from_db()
         assert version.kind == "endpoint" and version.health["ok"] is True
 

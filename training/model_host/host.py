@@ -30,6 +30,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from flywheel.models import ModelVersion
@@ -346,8 +347,9 @@ class ModelHost:
             self._terminate(row.pk)
             self._fail(row, "its endpoint was refused: " + "; ".join(error.messages))
             return
-        Serving.objects.filter(pk=row.pk).update(state=Serving.State.SERVING, serving_since=timezone.now(),
-                                                 restart_at=None)
+        now = timezone.now()
+        Serving.objects.filter(pk=row.pk).update(state=Serving.State.SERVING, serving_since=now, restart_at=None,
+                                                 first_served_at=Coalesce("first_served_at", Value(now)))
         log.info("serving %s at %s (health %s)", version, version.endpoint_url, version.health.get("ok"))
 
     def _exit_reason(self, row: Serving, code: int) -> str:
