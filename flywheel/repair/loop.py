@@ -61,6 +61,8 @@ FAILED = (Outcome.FALSE, Outcome.ENV_ERROR)
 NO_TRAINER = ("stopped before training: no trainer is set up on this console, so no new model was made "
               "(an administrator sets EVOLUTION_TRAINER)")
 OWN_TRAINING = "stopped before training: this loop was started to have its models trained outside it (train = 0)"
+RULES_UNTRAINED = ("stopped before training: the current model is the built-in rule policy, which has no weights "
+                   "to train (start a loop from a compact model or a served checkpoint to have it trained)")
 EMPTY_POOL = ("The RL query pool has no active or banked query to roll out. Bank Phase-0 queries first (the "
               "button on the Self-evolution loops page), or let counterfactual derivation add queries, then start "
               "the loop.")
@@ -159,16 +161,20 @@ def round_stats(loop_round: LoopRound) -> dict:
 
 
 def load_trainer(loop=None):
-    """(the trainer callable or None, why there is none) — for `loop` when given (its train setting)."""
+    """(the trainer callable or None, why there is none) — for `loop` when given (its train setting, and
+    its current model: the rule policy has nothing a trainer could train)."""
     if loop is not None and not (loop.config or {}).get("train", 1):
         return None, OWN_TRAINING
     path = settings.EVOLUTION_TRAINER
     if not path:
         return None, NO_TRAINER
     try:
-        return import_string(path), ""
+        trainer = import_string(path)
     except ImportError as error:
         return None, f"stopped before training: EVOLUTION_TRAINER = {path!r} does not import ({error})"
+    if loop is not None and (loop.model_version is None or loop.model_version.kind == ModelVersion.Kind.OFFLINE):
+        return None, RULES_UNTRAINED
+    return trainer, ""
 
 
 def start_loop(user, model_version: ModelVersion | None = None, config: dict | None = None,

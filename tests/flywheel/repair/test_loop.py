@@ -227,6 +227,11 @@ def test_a_round_number_is_made_once_with_its_one_run(manager, two_queries):
     assert loop.rounds.count() == 1 and CollectionRun.objects.count() == 1 and WorkItem.objects.count() == 2
 
 
+def trainable():
+    """A model with weights a trainer could train (the rule policy has none)."""
+    return ModelVersion.objects.create(name="m0-weights", kind="compact", artifact="/tmp/m0-weights")
+
+
 def fake_trainer(loop_round):
     """A trainer plugged in by settings.EVOLUTION_TRAINER (the training issue's contract)."""
     fake_trainer.calls.append(loop_round.pk)
@@ -241,7 +246,7 @@ def fake_trainer(loop_round):
 def test_a_plugged_trainer_trains_each_round_and_the_next_round_rolls_its_model_out(manager, two_queries, settings):
     settings.EVOLUTION_TRAINER = "tests.flywheel.repair.test_loop.fake_trainer"
     fake_trainer.calls = []
-    loop = start_loop(manager, None, {"rounds": 2, "group_size": 1, "max_queries": 1})  # round 2 gets loop-b
+    loop = start_loop(manager, trainable(), {"rounds": 2, "group_size": 1, "max_queries": 1})  # round 2: loop-b
     run = current_round(loop).rollout_run
     for trajectories in collect(run).values():
         route_trajectory(trajectories[0], "true")
@@ -273,7 +278,7 @@ def test_a_trainer_pauses_the_loop_with_its_reason_and_a_person_resumes_it(manag
                                                                           role_users):
     settings.EVOLUTION_TRAINER = "tests.flywheel.repair.test_loop.pausing_trainer"
     pausing_trainer.calls = []
-    loop = start_loop(manager, None, {"rounds": 1, "group_size": 1, "max_queries": 1})
+    loop = start_loop(manager, trainable(), {"rounds": 1, "group_size": 1, "max_queries": 1})
     run = current_round(loop).rollout_run
     for trajectories in collect(run).values():
         route_trajectory(trajectories[0], "true")
@@ -300,7 +305,7 @@ def test_a_trainer_pauses_the_loop_with_its_reason_and_a_person_resumes_it(manag
 def test_a_paused_loop_can_be_cancelled(manager, two_queries, settings):
     settings.EVOLUTION_TRAINER = "tests.flywheel.repair.test_loop.pausing_trainer"
     pausing_trainer.calls = []
-    loop = start_loop(manager, None, {"rounds": 2, "group_size": 1, "max_queries": 1})
+    loop = start_loop(manager, trainable(), {"rounds": 2, "group_size": 1, "max_queries": 1})
     run = current_round(loop).rollout_run
     for trajectories in collect(run).values():
         route_trajectory(trajectories[0], "true")
@@ -442,3 +447,17 @@ def test_advancing_inside_an_outer_transaction_keeps_the_launch_atomic(manager, 
     with transaction.atomic():
         loop = start_loop(manager, None, {"rounds": 1, "group_size": 1})
     assert loop.rounds.get().rollout_run.total == 2
+
+
+def test_a_loop_over_the_rule_policy_waits_for_a_model_made_elsewhere_even_with_a_trainer(manager, two_queries,
+                                                                                        settings):
+    settings.EVOLUTION_TRAINER = "tests.flywheel.repair.test_loop.fake_trainer"
+    fake_trainer.calls = []
+    loop = start_loop(manager, None, {"rounds": 1, "group_size": 1})   # M(0): the built-in offline policy
+    run = current_round(loop).rollout_run
+    for trajectories in collect(run).values():
+        route_trajectory(trajectories[0], "true")
+    refresh_progress(run.pk)
+    loop = advance_loop(loop.pk)
+    assert current_round(loop).stage == "awaiting_training" and "rule policy" in loop.state
+    assert fake_trainer.calls == []
