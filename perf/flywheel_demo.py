@@ -18,7 +18,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from throwaway_db import create_database, drop_database
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -41,20 +42,8 @@ def fresh_database() -> tuple[str, str]:
     base = os.environ.get("FLYWHEEL_DEMO_DATABASE_URL") or os.environ.get("DATABASE_URL", "")
     if not base.startswith(("postgres://", "postgresql://")):
         return f"sqlite:///{VAR}/demo.sqlite3", ""
-    import psycopg
-
     name = f"flywheel_demo_{STAMP.replace('-', '_')}_{os.getpid()}"
-    with psycopg.connect(base, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')  # name is ours: digits and underscores only
-    parts = urlsplit(base)
-    return urlunsplit(parts._replace(path=f"/{name}")), name
-
-
-def drop_database(name: str, base: str):
-    import psycopg
-
-    with psycopg.connect(base, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return create_database(base, name), name
 
 
 BASE_URL = os.environ.get("FLYWHEEL_DEMO_DATABASE_URL") or os.environ.get("DATABASE_URL", "")
@@ -142,5 +131,5 @@ if __name__ == "__main__":
         connections.close_all()
         if os.environ.get("FLYWHEEL_DEMO_KEEP") != "1":  # the report stays; the run's data goes
             if DROP:
-                drop_database(DROP, BASE_URL)
+                drop_database(BASE_URL, DROP)
             shutil.rmtree(VAR, ignore_errors=True)

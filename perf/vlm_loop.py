@@ -21,7 +21,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from throwaway_db import create_database, drop_database
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -44,12 +45,8 @@ def fresh_database() -> tuple[str, str]:
     base = os.environ.get("DATABASE_URL", "")
     if not base.startswith(("postgres://", "postgresql://")):
         raise SystemExit("perf/vlm_loop.py needs DATABASE_URL to name a PostgreSQL server (workers share it)")
-    import psycopg
-
     name = f"vlm_loop_{STAMP.replace('-', '_')}_{os.getpid()}"
-    with psycopg.connect(base, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')  # name is ours: digits and underscores only
-    return urlunsplit(urlsplit(base)._replace(path=f"/{name}")), name
+    return create_database(base, name), name
 
 
 BASE_URL = os.environ.get("DATABASE_URL", "")
@@ -118,8 +115,5 @@ if __name__ == "__main__":
 
         connections.close_all()
         if os.environ.get("VLM_LOOP_KEEP") != "1":
-            import psycopg
-
-            with psycopg.connect(BASE_URL, autocommit=True) as connection:
-                connection.execute(f'DROP DATABASE IF EXISTS "{DROP}" WITH (FORCE)')
+            drop_database(BASE_URL, DROP)
             shutil.rmtree(VAR, ignore_errors=True)

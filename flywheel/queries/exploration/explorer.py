@@ -132,7 +132,7 @@ class AppExplorer(CrossAppSteps):
             if "checked" in step and switch_state(node) == step["checked"]:
                 return True  # a switch the path turns on (off) is already on (off): nothing to do
             if irreversible_hit(node_at(roots, *node.center), roots, self.strict, self.soft):
-                self.state["stats"]["skipped_avoid"] = self.state["stats"].get("skipped_avoid", 0) + 1
+                self.state["stats"]["skipped_avoid"] += 1
                 self.problem("irreversible_hit", f"{step_words(step)}: the touch would hit an irreversible "
                                                  "element on the screen now; not sent")
                 return False

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 
+from devices.audit import element_text
+
 # Never tapped, whatever the element: money, messages to others, sessions, the phone itself.
 STRICT_WORDS = ("pay", "pay now", "buy now", "purchase", "place order", "order now", "send", "post",
                 "publish", "log out", "logout", "sign out", "uninstall", "confirm payment", "transfer",
@@ -72,9 +74,8 @@ def irreversible_hit(hit, roots, strict, soft) -> bool:
     confirmation's positive button."""
     if hit is None:
         return False
-    parts = hit.walk() if (hit.clickable or hit.long_clickable) else [hit]  # a row's title and summary too
-    label = " ".join(part for n in parts for part in (n.text, n.desc) if part)
-    label += " " + hit.resource_id.rsplit("/", 1)[-1].replace("_", " ")
+    # the audit's own reading of a hit element (a row's title and summary too), and its id as words
+    label = element_text(hit) + "\n" + hit.resource_id.rsplit("/", 1)[-1].replace("_", " ")
     in_dialog = any(node.resource_id.startswith("android:id/button") for root in roots for node in root.walk())
     is_button = "Button" in hit.cls or hit.resource_id.startswith("android:id/button")
     return bool(strict.search(label) or (soft.search(label) and (is_button or in_dialog)))
