@@ -52,7 +52,8 @@ def loop_list(request):
         "loops": EvolutionLoop.objects.select_related("model_version", "created_by")[:50],
         "versions": ModelVersion.objects.order_by("name"), "defaults": {k: v[1] for k, v in LOOP_FIELDS.items()},
         "limits": LOOP_FIELDS, "pools": pool_sizes(), "pool_ready": select_queries({"pool": "rl"}).exists(),
-        "empty_pool": EMPTY_POOL, "trainer": trainer, "no_trainer": why,
+        # a bool: a template would call the trainer itself (a callable) and find it falsy
+        "empty_pool": EMPTY_POOL, "trainer": trainer is not None, "no_trainer": why,
         "idle_phones": Device.objects.filter(status=Device.Status.IDLE).count(),
         "phase0_candidates": phase0_candidates().count(),
     })

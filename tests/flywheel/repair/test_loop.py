@@ -461,3 +461,10 @@ def test_a_loop_over_the_rule_policy_waits_for_a_model_made_elsewhere_even_with_
     loop = advance_loop(loop.pk)
     assert current_round(loop).stage == "awaiting_training" and "rule policy" in loop.state
     assert fake_trainer.calls == []
+
+
+def test_the_page_says_how_rounds_train_when_a_trainer_is_set(client, manager, settings):
+    settings.EVOLUTION_TRAINER = "tests.flywheel.repair.test_loop.fake_trainer"
+    client.force_login(manager)
+    page = client.get("/loops/").content.decode()
+    assert "a served model trains by SFT on the round's snapshot" in page and NO_TRAINER not in page
