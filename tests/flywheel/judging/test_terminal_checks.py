@@ -56,7 +56,8 @@ def test_getprop_and_screen_are_their_own_read_only_kinds(phone):
     assert read_and_compare(phone, locale)[0] is False
     phone.shell("setprop persist.sys.locale de-DE")
     assert read_and_compare(phone, locale) == (True, "read 'de-DE'")
-    phone.shell("am start -n com.android.settings/.Settings")
+    # A fresh start: a Settings task another test left on a deeper page would come back where it was.
+    phone.shell("am force-stop com.android.settings; am start -n com.android.settings/.Settings")
     # The activity starts asynchronously (once, under load, the first dump came before it): a few reads.
     for _ in range(25):
         ok, detail = read_and_compare(phone, {"check": "screen", "contains": "Bluetooth"})
