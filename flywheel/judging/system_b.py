@@ -12,7 +12,7 @@ trajectory that skipped an intermediate page (a shortcut) pass, the final milest
 from flywheel.endpoints.chat import JudgeUnavailable
 from flywheel.judging import SystemVote
 from flywheel.judging.llm_judge import derive_milestones
-from flywheel.judging.ocr import ocr_text
+from flywheel.screens.ocr import ocr_text
 from flywheel.judging.thresholds import MILESTONE_SHARE, active_thresholds
 from flywheel.judging.trajectory_view import TrajectoryView
 from flywheel.screens.selectors import find

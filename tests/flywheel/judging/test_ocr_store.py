@@ -2,28 +2,56 @@
 import pytest
 from django.core.files.storage import default_storage
 
-from flywheel.judging import ocr
+from flywheel.screens import ocr
 
 
 @pytest.mark.skipif(not ocr.ocr_available(), reason="Debian's tesseract is not installed")
 def test_a_reading_is_stored_beside_the_frame_and_not_read_again(tmp_path, settings, monkeypatch):
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw, ImageFont
 
     settings.STORAGES = {**settings.STORAGES, "default": {
         "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
     image = Image.new("RGB", (600, 160), "white")
-    ImageDraw.Draw(image).text((20, 60), "Order confirmed", fill="black")
+    ImageDraw.Draw(image).text((20, 50), "Order confirmed", fill="black", font=ImageFont.load_default(size=48))
     path = tmp_path / "frame.png"
     image.save(path)
     png = path.read_bytes()
     calls = []
     real = ocr._tesseract
     monkeypatch.setattr(ocr, "_tesseract", lambda data: calls.append(1) or real(data))
-    ocr._ocr_cached.cache_clear()
+    ocr._tsv_cached.cache_clear()
     first = ocr.ocr_text(png)
-    ocr._ocr_cached.cache_clear()                  # a new process: only the stored reading remains
+    ocr._tsv_cached.cache_clear()                  # a new process: only the stored reading remains
     second = ocr.ocr_text(png)
-    assert first == second and len(calls) == 1
+    assert first == second and "Order" in first and len(calls) == 1
     import hashlib
 
     assert default_storage.exists(ocr._stored_name(hashlib.sha256(png).hexdigest()))
+
+
+def test_a_reading_that_times_out_raises_and_is_not_stored(tmp_path, settings, monkeypatch):
+    import subprocess
+
+    settings.STORAGES = {**settings.STORAGES, "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
+    monkeypatch.setattr(ocr, "ocr_available", lambda: True)
+
+    def hang(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], kwargs.get("timeout"))
+
+    monkeypatch.setattr(ocr.subprocess, "run", hang)
+    ocr._tsv_cached.cache_clear()
+    with pytest.raises(ocr.OcrFailed, match="timed out"):
+        ocr.ocr_words(b"not really a png")
+    assert not list(tmp_path.rglob("*.tsv"))
+
+
+def test_tsv_rows_become_confident_words_with_boxes():
+    tsv = ("level\tpage_num\tblock_num\tpar_num\tline_num\tword_num\tleft\ttop\twidth\theight\tconf\ttext\n"
+           "5\t1\t2\t1\t1\t1\t100\t200\t80\t30\t91.5\tSave\n"
+           "5\t1\t2\t1\t1\t2\t190\t200\t60\t30\t88\tnote\n"
+           "5\t1\t3\t1\t1\t1\t10\t10\t20\t20\t12\t@\n")
+    words = ocr.parse_tsv(tsv)
+    assert [w.text for w in words] == ["Save", "note"]
+    assert words[0].center == (140, 215)
+    assert [[w.text for w in line] for line in ocr.lines_of(words)] == [["Save", "note"]]

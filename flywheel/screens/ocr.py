@@ -1,0 +1,132 @@
+"""OCR of screenshots: the words a frame shows and where, for whatever reads pixels rather than the UI
+dump (the pixel-reading judge, policies on pages whose hierarchy is blind: web views, canvases).
+
+Uses Debian's `tesseract` when installed; without it OCR is unavailable (`ocr_words` returns None).
+What tesseract read (its TSV: every word with its box) is stored beside the screenshot
+(`ocr/<sha256>.tsv` through Django's storage), so a frame is read once, ever: re-judging a finished
+run or a calibration round does not run tesseract again. A reading that failed or timed out is not
+stored; it raises OcrFailed with the reason, so a judge records an abstention instead of guessing.
+"""
+import functools
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+
+# Words tesseract is less sure of than this are noise on a phone screen (icons read as letters).
+MIN_CONFIDENCE = 40
+
+
+class OcrFailed(Exception):
+    """tesseract ran and did not give a reading (timed out, crashed, unreadable image)."""
+
+
+@dataclass(frozen=True)
+class OcrWord:
+    text: str
+    left: int
+    top: int
+    width: int
+    height: int
+    line: tuple  # (block, paragraph, line): words of one line share it
+
+    @property
+    def center(self) -> tuple[int, int]:
+        return self.left + self.width // 2, self.top + self.height // 2
+
+
+def ocr_available() -> bool:
+    return shutil.which("tesseract") is not None
+
+
+def _timeout_s() -> float:
+    return float(getattr(settings, "OCR_TIMEOUT_S", 30))
+
+
+def _stored_name(digest: str) -> str:
+    return f"ocr/{digest[:2]}/{digest}.tsv"
+
+
+def _tesseract(png: bytes) -> str:
+    """tesseract's TSV for one frame; OcrFailed when it timed out or failed."""
+    with tempfile.TemporaryDirectory() as folder:
+        image = Path(folder) / "screen.png"
+        image.write_bytes(png)
+        try:
+            result = subprocess.run(["tesseract", str(image), "stdout", "--psm", "11", "tsv"],
+                                    capture_output=True, timeout=_timeout_s())
+        except subprocess.TimeoutExpired:
+            raise OcrFailed(f"OCR timed out after {_timeout_s():g} s") from None
+    if result.returncode != 0:
+        message = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise OcrFailed(f"OCR failed: {(message or ['exit status %d' % result.returncode])[-1][:120]}")
+    return result.stdout.decode("utf-8", "replace")
+
+
+@functools.lru_cache(maxsize=512)
+def _tsv_cached(digest: str, png: bytes) -> str:
+    name = _stored_name(digest)
+    try:
+        if default_storage.exists(name):
+            with default_storage.open(name, "rb") as handle:
+                return handle.read().decode("utf-8", "replace")
+    except OSError:
+        pass  # an unreadable stored reading: read the frame again
+    tsv = _tesseract(png)
+    try:
+        if not default_storage.exists(name):
+            saved = default_storage.save(name, ContentFile(tsv.encode("utf-8")))
+            if saved != name:  # a concurrent reader stored it first
+                default_storage.delete(saved)
+    except OSError:
+        pass
+    return tsv
+
+
+def parse_tsv(tsv: str) -> list[OcrWord]:
+    """tesseract's TSV → the confident words, in reading order."""
+    words = []
+    for row in tsv.splitlines()[1:]:
+        cells = row.split("\t")
+        if len(cells) < 12 or cells[0] != "5" or not cells[11].strip():
+            continue
+        try:
+            confidence = float(cells[10])
+            left, top, width, height = (int(v) for v in cells[6:10])
+        except ValueError:
+            continue
+        if confidence >= MIN_CONFIDENCE:
+            words.append(OcrWord(cells[11].strip(), left, top, width, height,
+                                 (int(cells[2]), int(cells[3]), int(cells[4]))))
+    return words
+
+
+def ocr_words(png: bytes | None) -> list[OcrWord] | None:
+    """The words tesseract reads on a screenshot with their boxes; None when OCR is not installed or
+    there is no frame. Raises OcrFailed when tesseract timed out or failed on this frame."""
+    if not png or not ocr_available():
+        return None
+    return parse_tsv(_tsv_cached(hashlib.sha256(png).hexdigest(), png))
+
+
+def lines_of(words: list[OcrWord]) -> list[list[OcrWord]]:
+    """Words grouped by the line tesseract found them on, in reading order."""
+    lines: dict[tuple, list[OcrWord]] = {}
+    for word in words:
+        lines.setdefault(word.line, []).append(word)
+    return list(lines.values())
+
+
+def ocr_text(png: bytes | None) -> str | None:
+    """The text tesseract reads on a screenshot, a line per line; None when OCR is not installed.
+    Raises OcrFailed when tesseract timed out or failed on this frame."""
+    words = ocr_words(png)
+    if words is None:
+        return None
+    return "\n".join(" ".join(w.text for w in line) for line in lines_of(words))
