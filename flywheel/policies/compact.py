@@ -27,6 +27,7 @@ from flywheel.policies.protocol import (
     history_text,
     parse_output,
 )
+from flywheel.screens.ocr_candidates import PixelCandidates, pixel_candidates
 
 FORMAT = "compact-ranker-v1"
 _heads: dict[str, CompactHead] = {}
@@ -61,13 +62,19 @@ def load_head(artifact: str) -> CompactHead:
         return _heads[artifact]
 
 
-def reasoning(state: PolicyState, chosen: Candidate, candidates: list[Candidate], repeated: bool) -> dict:
+def reasoning(state: PolicyState, chosen: Candidate, candidates: list[Candidate], repeated: bool,
+              pixels: PixelCandidates | None = None) -> dict:
     """The five tags from templates: what is on screen, whether the last step stalled, the plan."""
     package = (state.foreground or {}).get("package") or "the current app"
     labels = [c.label for c in candidates if c.kind == "tap" and c.label][:4]
     shown = ", ".join(f"\"{label}\"" for label in labels) or "no labelled elements"
+    seen = ""
+    if pixels is not None and pixels.nodes:
+        seen = " The UI dump is blind; its words were read from the screenshot."
+    elif pixels is not None and pixels.why_none():
+        seen = f" {pixels.why_none()[:1].upper()}{pixels.why_none()[1:]}."
     return {
-        "Observation": f"{package} is in front; the screen offers {shown}.",
+        "Observation": f"{package} is in front; the screen offers {shown}.{seen}",
         "Reflection": "The last action left the screen unchanged; trying something else." if repeated else "",
         "Plan": f"Work toward the goal: {state.goal}",
         "Decision": describe_action(chosen.action, chosen.label or chosen.span or chosen.app or None),
@@ -87,8 +94,11 @@ class CompactPolicy:
         head = load_head(self.artifact)
         history = history_text(state.history) if state.history else ""
         package = (state.foreground or {}).get("package", "")
+        # On a blind page (web view, canvas) the lines OCR reads are candidates too, tapped at their center.
+        pixels = pixel_candidates(state.hierarchy_xml, state.screenshots[-1] if state.screenshots else None,
+                                  state.screen_size)
         candidates, features = featurize(state.goal, history, state.hierarchy_xml, state.screen_size,
-                                         list(state.apps or []), package)
+                                         list(state.apps or []), package, extra_nodes=pixels.nodes)
         scores = head.scores(features)
         shares = np.exp(scores - scores.max())
         shares /= shares.sum()
@@ -100,8 +110,9 @@ class CompactPolicy:
         confidence = float(shares[best])
         repeated = len(state.history) >= 2 and state.history[-1].action == state.history[-2].action
         chosen = candidates[best]
-        text = format_output(reasoning(state, chosen, candidates, repeated), chosen.action)
+        text = format_output(reasoning(state, chosen, candidates, repeated, pixels), chosen.action)
         model_io = {"policy": self.name, "artifact": self.artifact, "output": text, "temperature": self.temperature,
+                    "pixels": {"outcome": pixels.outcome.value, "nodes": len(pixels.nodes), "detail": pixels.detail},
                     "candidates": len(candidates), "top": [
                         {"action": candidates[i].action, "label": candidates[i].label[:60], "score": round(float(scores[i]), 3)}
                         for i in np.argsort(-scores)[:3]]}

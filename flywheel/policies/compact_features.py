@@ -124,10 +124,13 @@ def _editable(node: UiNode) -> bool:
     return "EditText" in node.cls
 
 
-def candidates(hierarchy_xml: str, screen: tuple[int, int], goal: str, apps: list[str]) -> list[Candidate]:
+def candidates(hierarchy_xml: str, screen: tuple[int, int], goal: str, apps: list[str],
+               extra_nodes: list[UiNode] = ()) -> list[Candidate]:
+    """`extra_nodes`: elements the dump lacks (flywheel.screens.ocr_candidates' lines read from the
+    frame of a blind page), offered after the dump's own and featurized the same way."""
     roots = parse_hierarchy(hierarchy_xml)
     found, seen = [], set()
-    for node in all_nodes(roots):
+    for node in [*all_nodes(roots), *extra_nodes]:
         if node.package in SYSTEM_PACKAGES or not node.area or not node.enabled:
             continue
         if not (node.clickable or _editable(node)):
@@ -231,7 +234,7 @@ def _tapped_before(node: UiNode, past: list[dict]) -> int:
 
 
 def featurize(goal: str, history_text: str, hierarchy_xml: str, screen: tuple[int, int], apps: list[str],
-              package: str, embed=EMBED) -> tuple[list[Candidate], np.ndarray]:
+              package: str, embed=EMBED, extra_nodes: list[UiNode] = ()) -> tuple[list[Candidate], np.ndarray]:
     """The screen's candidates and their feature rows (float32, [len(candidates), SCALARS]).
 
     The sentence embeddings enter as similarities (candidate to goal, to each clause of the goal, to
@@ -239,7 +242,7 @@ def featurize(goal: str, history_text: str, hierarchy_xml: str, screen: tuple[in
     384-d products memorises its training goals; on queries it never saw (leave-query-out over a
     demo's pools) the similarities alone ranked the expert's action first as often or more
     (0.69 against 0.67)."""
-    found = candidates(hierarchy_xml, screen, goal, apps)
+    found = candidates(hierarchy_xml, screen, goal, apps, extra_nodes)
     past = history_actions(history_text)
     # What was done, in words: each step's [Decision] and the text it typed. Not the other tags: a
     # plan may restate the whole goal, and an observation lists the screen, neither of which is done.

@@ -16,6 +16,7 @@ from flywheel.policies.narration import NOISE, narrated_steps
 from flywheel.policies.protocol import describe_action
 from flywheel.rules.consistency import words
 from flywheel.screens.labels import label_node, label_of, stems, toggle_state, wanted_toggle_state
+from flywheel.screens.ocr_candidates import pixel_candidates
 from flywheel.screens.selectors import find_target
 
 MAX_STEPS = 20
@@ -36,7 +37,16 @@ class OfflinePolicy:
     def propose(self, state: PolicyState) -> Proposal:
         roots = parse_hierarchy(state.hierarchy_xml)
         nodes = [node for node in all_nodes(roots) if node.package not in SYSTEM_PACKAGES]
+        # A web view or canvas dumps as one opaque node: its words and buttons are read from the
+        # frame instead (synthetic nodes, tapped at their center like any other).
+        pixels = pixel_candidates(state.hierarchy_xml, state.screenshots[-1] if state.screenshots else None,
+                                  state.screen_size)
+        nodes += pixels.nodes
         observation = self._observe(state, nodes)
+        if pixels.nodes:
+            observation += " (The UI dump is blind; these words were read from the screenshot.)"
+        elif pixels.why_none():
+            observation += f" ({pixels.why_none()[:1].upper()}{pixels.why_none()[1:]}.)"
         reflection = ""
         if len(state.screenshots) >= 2 and state.screenshots[-1] == state.screenshots[-2] and state.history:
             reflection = "The last action left the screen unchanged; the tap may have missed or the page is slow."
@@ -48,6 +58,8 @@ class OfflinePolicy:
             action, plan, label, confidence = self._follow_path(state, nodes)
         else:
             action, plan, label, confidence = self._match_goal(state, nodes)
+        if pixels.why_none() and action.get("action") == "terminate" and action.get("status") == "failure":
+            action = {**action, "answer": f"{action.get('answer', '')} ({pixels.why_none()})"}
         cot = {"Observation": observation, "Reflection": reflection, "Plan": plan,
                "Decision": describe_action(action, label), "Memory": ""}
         return Proposal(cot=cot, action=action, confidence=confidence, policy=self.name)
