@@ -7,6 +7,7 @@ JudgeUnavailable that says what failed, so callers fall back to their rules.
 import json
 import re
 
+from flywheel.endpoints.frames import user_content
 from flywheel.endpoints.safe_http import EndpointCallFailed, request_json
 
 
@@ -14,9 +15,18 @@ class JudgeUnavailable(Exception):
     pass
 
 
-def ask_json(version, system: str, user: str, timeout: float = 60) -> dict:
+def ask_json(version, system: str, user: str, timeout: float = 60, frames=(), **options) -> dict:
+    """One JSON answer to `user`; `frames` (PNG bytes, flywheel/endpoints/frames.py) follow the text
+    as image parts, as the policy sends its screenshots. `options` override the body's sampling
+    (temperature, seed, max_tokens)."""
+    content = user_content(user, frames) if frames else user
+    return chat_json(version, [{"role": "system", "content": system}, {"role": "user", "content": content}],
+                     timeout, **options)
+
+
+def chat_json(version, messages: list[dict], timeout: float = 60, **options) -> dict:
     body = {"model": version.served_model_name or version.name, "temperature": 0, "max_tokens": 800,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+            **options, "messages": messages}
     try:
         reply = request_json("POST", version.endpoint_url.rstrip("/") + "/chat/completions", body, timeout)
     except EndpointCallFailed as error:

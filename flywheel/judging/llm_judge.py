@@ -3,7 +3,9 @@
 Set JUDGE_MODEL_VERSION to the name of a registered endpoint model version. System B then asks it
 to decompose a query without milestones into ordered subgoals; System C asks it whether the
 action–observation history is a coherent, complete path. Any failure of the judge falls back to
-the rules (and says so), so evaluation never stops for an endpoint.
+the rules (and says so), so evaluation never stops for an endpoint. The path judge also sees the
+frames (the last screens and those milestones are bound to) as image parts; a frame the store lost,
+or a True it gives for blank frames as well, is an abstention with the reason (never a guess).
 
 The path prompt carries the examples of the latest calibration round (§2.4.2): a few trajectories
 the systems disagreed on, with the adjudicators' decisions, so the judge learns from its blind spots.
@@ -12,10 +14,12 @@ from django.conf import settings
 
 from devices.uitree import page_text, parse_hierarchy
 from flywheel.endpoints.chat import JudgeUnavailable, ask_json
+from flywheel.endpoints.frames import BLANK_PROBE_REASON, FrameMissing, answers_without_looking, load_frames
 from flywheel.judging import SystemVote
 from flywheel.judging.thresholds import judge_examples
 from flywheel.models import ModelVersion
 from flywheel.policies.protocol import describe_action
+from flywheel.screens.selectors import find
 
 VOTES = ("true", "false", "env_error")
 
@@ -69,19 +73,80 @@ def calibration_examples() -> str:
     return "\n".join(lines) + "\n\n"
 
 
+PATH_SYSTEM = ("You judge whether a phone agent's trajectory completed the user's task by a "
+               "coherent path: no loops, no meaningless detours, no pseudo-completion (declaring "
+               "success while the goal state is not on screen). Handing over to the user "
+               "(call_user, clarify) is a correct ending where the task leaves a step to the "
+               "user, such as confirming a payment. Vote env_error when a pop-up, "
+               "network failure, missing permission or crash blocked it. Answer JSON: "
+               '{"vote": "true"|"false"|"env_error", "rationale": one sentence}')
+FRAMES_RULE = (" The screenshots are what the screen really showed; the screen text read from the UI "
+               "dump may be incomplete or wrong (web views, canvases). Vote true only when the "
+               "screenshots show the goal state.")
+LAST_FRAMES = 3         # the last screens of the trajectory
+MAX_PATH_FRAMES = 6     # with the frames milestones are bound to
+
+
+def milestone_positions(view) -> list[int]:
+    """For each milestone that holds in the dump, the position in view.steps of the first screen
+    where it holds after the previous one (System B's order; the dump only, no OCR)."""
+    positions, cursor = [], 0
+    for milestone in (view.verification or {}).get("milestones") or []:
+        if not isinstance(milestone, dict):
+            continue
+        hit = next((i for i in range(cursor, len(view.steps)) if find(view.steps[i].hierarchy, milestone)), None)
+        if hit is not None:
+            positions.append(hit)
+            cursor = hit
+    return positions
+
+
+def path_frame_loaders(view) -> list[tuple[int, object]]:
+    """(Step.index, screenshot loader) of the frames the path judge sees, in order: the last
+    LAST_FRAMES screens, and the latest screens milestones are bound to, MAX_PATH_FRAMES at most."""
+    last = set(range(max(0, len(view.steps) - LAST_FRAMES), len(view.steps)))
+    bound = sorted(set(milestone_positions(view)) - last)
+    bound = bound[max(0, len(bound) - (MAX_PATH_FRAMES - len(last))):]
+    return [(view.steps[i].index, view.steps[i].screenshot) for i in sorted(last | set(bound))]
+
+
+def frames_text(frames, describe=lambda frame: f"the screen of step {frame.step}") -> str:
+    if not frames:
+        return ""
+    return (f"\n\n{len(frames)} screenshot(s) follow, oldest first: "
+            + "; ".join(f"{n}. {describe(frame)}" for n, frame in enumerate(frames, 1)) + ".")
+
+
+def _abstain(version, reason: str, code: str, **details) -> SystemVote:
+    return SystemVote("C", "abstain", f"LLM judge abstains: {reason}"[:1000],
+                      details={"judge": version.name, "abstain": code, **details})
+
+
 def path_vote(version, view) -> SystemVote:
+    """The judge's vote on the path, from the dump text and the frames (path_frame_loaders). A frame
+    the store lost, or a True the judge gives for blank frames too, is an abstention, not a vote."""
+    try:
+        frames = load_frames(path_frame_loaders(view))
+    except FrameMissing as missing:
+        return _abstain(version, str(missing), "frame_missing", step=missing.step)
     final = " | ".join(page_text(parse_hierarchy(view.final_hierarchy)).split("\n")[:40])
-    answer = ask_json(version,
-                      "You judge whether a phone agent's trajectory completed the user's task by a "
-                      "coherent path: no loops, no meaningless detours, no pseudo-completion (declaring "
-                      "success while the goal state is not on screen). Handing over to the user "
-                      "(call_user, clarify) is a correct ending where the task leaves a step to the "
-                      "user, such as confirming a payment. Vote env_error when a pop-up, "
-                      "network failure, missing permission or crash blocked it. Answer JSON: "
-                      '{"vote": "true"|"false"|"env_error", "rationale": one sentence}',
-                      f"{calibration_examples()}Task: {view.goal}\n{handoff_note(view)}\n{history_text(view)}\n\nFinal screen: {final}")
-    vote = str(answer.get("vote", "")).lower()
-    if vote not in VOTES:
-        raise JudgeUnavailable(f"the judge voted {vote!r}")
-    return SystemVote("C", vote, f"LLM judge: {answer.get('rationale', '')}"[:1000],
-                      details={"judge": version.name})
+    system = PATH_SYSTEM + (FRAMES_RULE if frames else "")
+    user = (f"{calibration_examples()}Task: {view.goal}\n{handoff_note(view)}\n{history_text(view)}\n\n"
+            f"Final screen: {final}{frames_text(frames)}")
+
+    def ask(pngs):
+        answer = ask_json(version, system, user, frames=pngs)
+        vote = str(answer.get("vote", "")).lower()
+        if vote not in VOTES:
+            raise JudgeUnavailable(f"the judge voted {vote!r}")
+        return vote, str(answer.get("rationale", ""))
+
+    pngs = [frame.png for frame in frames]
+    vote, rationale = ask(pngs)
+    shown = [frame.step for frame in frames]
+    # Only True is probed: blank frames cannot show a goal state, so a looking judge says false
+    # (or env_error, a blank screen) for them as well, and those votes prove nothing either way.
+    if vote == "true" and pngs and answers_without_looking(lambda blank: ask(blank)[0], pngs, vote):
+        return _abstain(version, BLANK_PROBE_REASON, "blank_probe", frames=shown)
+    return SystemVote("C", vote, f"LLM judge: {rationale}"[:1000],
+                      details={"judge": version.name, "frames": shown})

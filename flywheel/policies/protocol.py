@@ -14,13 +14,13 @@ exactly what is wrong. It never raises anything else.
 """
 from __future__ import annotations
 
-import base64
 import json
 import math
 import re
 from dataclasses import dataclass, field
 
 from devices.actions import ACTIONS, COORDS, FIELDS, SYSTEM_BUTTONS, ActionError, normalize_action
+from flywheel.endpoints.frames import user_content
 from flywheel.rules.stops import AGENT_STOPS, ASKING_ACTIONS, ENDING_ACTIONS  # noqa: F401 (Table 3, defined once)
 
 TAGS = ("Observation", "Reflection", "Plan", "Decision", "Memory")
@@ -128,12 +128,8 @@ def build_messages(goal: str, history: list[HistoryEntry], screenshots: list[byt
         # Step-level context disambiguation (§2.3.7): the foreground app and activity.
         text += "\n\nDevice: " + ", ".join(f"{key}={value}" for key, value in context.items() if value)
     text += f"\n\nThe last {len(recent)} screenshot(s) follow, oldest first; the last is the current screen."
-    content = [{"type": "text", "text": text}]
-    for png in recent:
-        content.append({"type": "image_url", "image_url": {
-            "url": "data:image/png;base64," + base64.b64encode(png).decode("ascii")}})
     return [{"role": "system", "content": system_prompt(coords, known_path)},
-            {"role": "user", "content": content}]
+            {"role": "user", "content": user_content(text, recent)}]
 
 
 # -- output ------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from flywheel.judging.llm_judge import judge_model_version
 from flywheel.judging.system_b import system_b_vote
 from flywheel.judging.system_c import system_c_vote
 from flywheel.models import ModelVersion
+from tests.flywheel.judging.pixel_judge import text_of
 from tests.flywheel.judging.test_systems_b_c import DONE, HOME, MAC, SETTINGS, WLAN, click, view
 from tests.flywheel.openai_stub import StubOpenAI
 
@@ -37,7 +38,7 @@ def test_the_judge_votes_for_system_c_and_rules_take_over_when_it_fails(judge):
     stub.replies.append((200, stub.chat_reply('{"vote": "false", "rationale": "stopped on the Settings list"}'), 0))
     vote = system_c_vote(trajectory, version)
     assert vote.vote == "false" and vote.rationale.startswith("LLM judge: stopped")
-    assert "Step 0" in stub.requests[0]["messages"][1]["content"]
+    assert "Step 0" in text_of(stub.requests[0])
     stub.replies.append((500, {"error": "overloaded"}, 0))
     fallback = system_c_vote(trajectory, version)
     assert "LLM judge failed" in fallback.rationale and fallback.vote in ("true", "false")
