@@ -185,4 +185,7 @@ def pixel_candidates(hierarchy_xml: str, png: bytes | None, screen: tuple[int, i
         return PixelCandidates(PixelOutcome.OCR_MISSING)
     roots = parse_hierarchy(hierarchy_xml)
     nodes = ocr_nodes(words, screen, png_size(png), _page_package(roots), _status_bar(roots, screen))
+    # Words the dump does show (a toolbar's title above the web view) stay the real node's.
+    worded = [n for n in all_nodes(roots) if (n.text.strip() or n.desc.strip()) and n.area]
+    nodes = [n for n in nodes if not any(real.contains(*n.center) for real in worded)]
     return PixelCandidates(PixelOutcome.READ, nodes)

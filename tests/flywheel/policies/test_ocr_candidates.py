@@ -140,6 +140,17 @@ def test_the_real_frame_is_read_into_candidates():
     assert inside(texts["Checkout"].center, CHECKOUT_BOX) and texts["Checkout"].package == APP
 
 
+def test_words_the_dump_shows_stay_real_nodes_and_only_the_rest_is_read_from_pixels():
+    needs_tesseract()
+    title = ('<node text="Your cart" resource-id="" class="android.widget.TextView" package="' + APP + '" '
+             'content-desc="" clickable="false" enabled="true" bounds="[0,280][1080,370]" />')
+    toolbar_and_web_view = BLIND.replace('<node text="" resource-id="" class="android.webkit.WebView"',
+                                         title + '<node text="" resource-id="" class="android.webkit.WebView"')
+    found = pixel_candidates(toolbar_and_web_view, shop_page(), SCREEN)
+    assert found.outcome == PixelOutcome.READ
+    assert "Checkout" in {n.text for n in found.nodes} and "Your cart" not in {n.text for n in found.nodes}
+
+
 # -- the offline policy ----------------------------------------------------------------------------
 
 def blind_state(goal="Open Checkout", png=None) -> PolicyState:
