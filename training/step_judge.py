@@ -14,19 +14,20 @@ N_nec, e.g. a calibrated shortcut past an intermediate page), a False one did no
 Step rewards (eq. 4) come from several judge passes (default 5) and their majority. With an LLM
 judge (flywheel/judging/llm_judge.py judge_model_version()) each pass asks it to rate every step,
 sampled with the judge's temperature and a per-pass seed; the frame-bound facts override its
-ratings (training/rules/rewards.py step_reward). Without a judge every pass is the deterministic
+ratings (training/rules/rewards.py step_reward). Each pass sees the frame after each rated step
+(the latest RATED_FRAMES) as image parts; a frame the store lost leaves every pass to the rules,
+and a pass that rates blank frames the same way is discarded (the judge did not look). Without a judge every pass is the deterministic
 rule, so the passes agree; they still go through the same majority. Reads only: nothing is written.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 
 from devices.uitree import all_nodes, parse_hierarchy
-from flywheel.endpoints.chat import JudgeUnavailable
-from flywheel.endpoints.safe_http import EndpointCallFailed, request_json
+from flywheel.endpoints.chat import JudgeUnavailable, ask_json
+from flywheel.endpoints.frames import Frame, FrameMissing, answers_without_looking, load_frames
 from flywheel.judging.llm_judge import derive_milestones, history_text, judge_model_version
 from flywheel.judging.pipeline import trajectory_view
 from flywheel.judging.system_b import milestone_progress
@@ -151,8 +152,34 @@ def step_facts(view, steps: list, samples: list, reached: list, success: bool, a
     return facts
 
 
-def _ask_ratings(version, view, samples, conditions, seed: int) -> dict[int, int]:
-    """One judge pass: {step index: rating}. JudgeUnavailable when it does not answer usably."""
+RATED_FRAMES = 8            # the frames after the latest rated steps a pass sees
+DID_NOT_LOOK = "the judge gave the same ratings for blank frames"
+
+
+def rating_frame_loaders(view, samples) -> list[tuple[int, int, object]]:
+    """(rated Step.index, frame Step.index, loader) of the frame after each of the latest
+    RATED_FRAMES samples: the next step's screen, or the step's own for the last one (nothing
+    after it was recorded)."""
+    position = {step.index: i for i, step in enumerate(view.steps)}
+    chosen = []
+    for sample in samples[-RATED_FRAMES:]:
+        after = min(position[sample.index] + 1, len(view.steps) - 1)
+        chosen.append((sample.index, view.steps[after].index, view.steps[after].screenshot))
+    return chosen
+
+
+def rating_frames(view, samples) -> list[tuple[int, Frame]]:
+    """(rated Step.index, Frame) pairs; FrameMissing when one cannot be read."""
+    loaded = {}
+    for rated, frame_step, loader in rating_frame_loaders(view, samples):
+        for frame in load_frames([(frame_step, loader)]):
+            loaded[rated] = frame
+    return list(loaded.items())
+
+
+def _ask_ratings(version, view, samples, conditions, seed: int, frames=()) -> dict[int, int]:
+    """One judge pass: {step index: rating}. JudgeUnavailable when it does not answer usably.
+    `frames`: (rated step index, PNG) pairs, sent after the text as image parts."""
     reached = "\n".join(f"- {c['name']}: " + (f"first held after step {c['at_step']}" if c["held"] else "never held")
                         for c in conditions) or "(none)"
     system = ("You rate every action of a phone agent's trajectory for its task: 1 when the step was "
@@ -160,25 +187,38 @@ def _ask_ratings(version, view, samples, conditions, seed: int) -> dict[int, int
               "off course (a wrong app or page, undoing progress, a repeated action that changed "
               "nothing, declaring success that is not there). Answer JSON: "
               '{"ratings": [{"step": step number, "rating": 1|0|-1}]}')
+    if frames:
+        system += (" The screenshots show what each step led to; the screen text read from the UI dump "
+                   "may be incomplete or wrong, so rate from what the screenshots show.")
     user = (f"Task: {view.goal}\nVerification conditions:\n{reached}\n\n{history_text(view)}\n\n"
             f"Rate steps {', '.join(str(s.index) for s in samples)}.")
+    if frames:
+        user += (f"\n\n{len(frames)} screenshot(s) follow, oldest first: "
+                 + "; ".join(f"{n}. the screen after step {rated}" for n, (rated, _) in enumerate(frames, 1)) + ".")
     sampling = version.sampling or {}
-    body = {"model": version.served_model_name or version.name, "max_tokens": 1200, "seed": seed,
-            "temperature": float(sampling.get("temperature", JUDGE_TEMPERATURE)),
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+    answer = ask_json(version, system, user, frames=[png for _, png in frames], max_tokens=1200, seed=seed,
+                      temperature=float(sampling.get("temperature", JUDGE_TEMPERATURE)))
     try:
-        reply = request_json("POST", version.endpoint_url.rstrip("/") + "/chat/completions", body, 60)
-    except EndpointCallFailed as error:
-        raise JudgeUnavailable(f"judge endpoint call failed: {error}") from error
-    if reply.status != 200 or not isinstance(reply.data, dict):
-        raise JudgeUnavailable(f"judge endpoint answered HTTP {reply.status}")
-    try:
-        content = reply.data["choices"][0]["message"]["content"]
-        answer = json.loads(re.search(r"\{.*\}", content, re.DOTALL).group(0))
         ratings = {int(item["step"]): int(item["rating"]) for item in answer["ratings"]}
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as error:
         raise JudgeUnavailable(f"judge output is not the ratings JSON: {error}") from error
     return {index: rating for index, rating in ratings.items() if rating in (-1, 0, 1)}
+
+
+def judged_pass(version, view, samples, conditions, seed: int, frames) -> tuple[dict[int, int], str]:
+    """One pass's ratings and a note: ({}, why) when they cannot be used (no answer; the same
+    ratings for blank frames of the same sizes, same prompt and seed: the judge did not look)."""
+    try:
+        ratings = _ask_ratings(version, view, samples, conditions, seed, frames)
+        pngs = [png for _, png in frames]
+        if pngs and answers_without_looking(
+                lambda blank: _ask_ratings(version, view, samples, conditions, seed,
+                                           [(rated, png) for (rated, _), png in zip(frames, blank)]),
+                pngs, ratings):
+            return {}, f"{DID_NOT_LOOK}; the pass is discarded and the rules rated it"
+    except JudgeUnavailable as error:
+        return {}, f"the judge did not answer ({error}); the rules rated it"
+    return ratings, ""
 
 
 @dataclass
@@ -221,7 +261,7 @@ def judge_trajectory(trajectory, passes: int = DEFAULT_PASSES, judge=USE_CONFIGU
     conditions = conditions if conditions is not None else query_conditions(trajectory.query, version)
     notes, source, milestones = list(conditions.notes), conditions.source, conditions.milestones
     if milestones:
-        reached = milestone_progress(view, milestones, skip_missing=True)
+        reached = milestone_progress(view, milestones, skip_missing=True, pixels=True)
         reached += [None] * (len(milestones) - len(reached))
         n_nec, n_done = len(milestones), sum(1 for hit in reached if hit is not None)
         if success and not atomic_conditions_hold([hit is not None for hit in reached]):
@@ -236,15 +276,20 @@ def judge_trajectory(trajectory, passes: int = DEFAULT_PASSES, judge=USE_CONFIGU
              "at_step": _responsible_index(steps, hit), "held": hit is not None}
             for m, hit in zip(milestones, reached)]
     position = {step.pk: i for i, step in enumerate(steps)}
-    rated, judge_name = [], ""
+    rated, judge_name, frames = [], "", []
+    if version is not None and samples:
+        try:
+            frames = [(rated_index, frame.png) for rated_index, frame in rating_frames(view, samples)]
+        except FrameMissing as missing:   # the judge is not asked without the frames it rates
+            notes.append(f"the judge was not asked: {missing}; the rules rated every pass")
+            version = None
     for number in range(passes):
         ratings = {}
         if version is not None and samples:
             judge_name = version.name
-            try:
-                ratings = _ask_ratings(version, view, samples, held, seed=number)
-            except JudgeUnavailable as error:
-                notes.append(f"pass {number + 1}: the judge did not answer ({error}); the rules rated it")
+            ratings, note = judged_pass(version, view, samples, held, number, frames)
+            if note:
+                notes.append(f"pass {number + 1}: {note}")
         rated.append([step_reward(f, ratings.get(s.index)) for f, s in zip(facts, samples)])
     rewards = majority_step_rewards(rated) if samples else []
     return Judgement(

@@ -240,18 +240,22 @@ def test_an_llm_judge_rates_each_pass_and_the_majority_decides(rl_run, settings)
         ModelVersion.objects.create(name="judge", kind="endpoint", endpoint_url=stub.url,
                                     served_model_name="judge-7b")
         settings.JUDGE_MODEL_VERSION = "judge"
-        for ratings in passes:
+        blank = {"ratings": [{"step": step, "rating": -1} for step in range(5)]}
+        for ratings in passes:   # each answer, then its blank-frame probe (which rates differently)
             answer = {"ratings": [{"step": step, "rating": rating} for step, rating in ratings.items()]}
             stub.replies.append((200, stub.chat_reply("Ratings: " + json.dumps(answer)), 0))
+            stub.replies.append((200, stub.chat_reply(json.dumps(blank)), 0))
         stub.replies.append((500, {"error": "overloaded"}, 0))      # pass 5: the rules rate it
         judged = judge_trajectory(rows["B"])
     # Step 0 made a milestone hold: +1 whatever the judge says. The rules' pass is [1, −1, 0, −1, 0].
     # Step 1: 0,0,1,0,−1 → 0; step 2: 1,−1,1,1,0 → 1; step 3: 0,0,−1,0,−1 → 0; step 4: 1,1,0,1,0 → 1.
     assert judged.step_rewards == [1, 0, 1, 0, 1]
-    assert judged.judge == "judge" and len(stub.requests) == 5 and "pass 5" in judged.notes[0]
-    assert [request["seed"] for request in stub.requests] == [0, 1, 2, 3, 4]
+    assert judged.judge == "judge" and len(stub.requests) == 9 and "pass 5" in judged.notes[0]
+    assert [request["seed"] for request in stub.requests] == [0, 0, 1, 1, 2, 2, 3, 3, 4]
     assert all(request["temperature"] == 0.7 for request in stub.requests)
-    assert "Show the MAC address" in stub.requests[0]["messages"][1]["content"]
+    user = stub.requests[0]["messages"][1]["content"]
+    assert "Show the MAC address" in user[0]["text"] and "the screen after step 4" in user[0]["text"]
+    assert [part["type"] for part in user] == ["text"] + ["image_url"] * 5
     assert judged.reward == pytest.approx(1 / 6 + 0.3)   # N_done/N_nec stay frame-bound
 
 
