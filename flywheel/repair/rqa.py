@@ -4,8 +4,9 @@ The trajectory deviated at step t (repair.step_index). Its actions a_1..a_{t−1
 prefix; the screen of step t is the state they reached. The query Q is rewritten into Q′ that this
 terminal state fulfils: offline, from the function node of the reached page (GEM page match →
 FunctionNode) and the tier templates of flywheel/queries/generation/grammar.py, narrated from the
-prefix itself; through the Teacher LLM when TEACHER_MODEL_VERSION names an endpoint (the offline
-text stays when it fails). Q′ becomes a query of source `rqa`, and (Q′, prefix + "terminate:
+prefix itself; through the Teacher LLM when TEACHER_MODEL_VERSION names an endpoint, shown the
+terminal frame as an image part (the offline text stays when it fails, and when that frame cannot
+be read: provenance's llm_error says why). Q′ becomes a query of source `rqa`, and (Q′, prefix + "terminate:
 success" on the reached screen) enters the SFT pool as `ecdm_repaired`.
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ from django.db import transaction
 
 from devices.actions import normalize_action
 from devices.uitree import all_nodes, node_at, parse_hierarchy
+from flywheel.blobs import read_blob
+from flywheel.endpoints.frames import FrameMissing, load_frames, user_content
 from flywheel.endpoints.safe_http import EndpointCallFailed, request_json
 from flywheel.models import App, FunctionNode, GemPage, ModelVersion, Query, Repair, Step
 from flywheel.policies.protocol import describe_action
@@ -129,6 +132,15 @@ def teacher_version() -> ModelVersion | None:
     return ModelVersion.objects.filter(name=name, kind=ModelVersion.Kind.ENDPOINT).first() if name else None
 
 
+def terminal_frame_loader(terminal: Step):
+    """The terminal step's screenshot loader (None: recorded without one); read_blob raises OSError
+    when the store lost it."""
+    if not terminal.screenshot:
+        return None
+    name = terminal.screenshot.name
+    return lambda: read_blob(name)
+
+
 def llm_rewrite(version: ModelVersion, query: Query, prefix: list[Step], terminal: Step, offline: str) -> str:
     """Q′ from the Teacher LLM; raises ReplyRejected (flywheel/queries/generation/llm.py) when unusable."""
     done = [describe_action(step.executed_action or {}) for step in prefix]
@@ -140,8 +152,15 @@ def llm_rewrite(version: ModelVersion, query: Query, prefix: list[Step], termina
                       "Actions done, in order: " + json.dumps(done, ensure_ascii=False),
                       "Texts on the final screen: " + json.dumps(screen, ensure_ascii=False),
                       f"A template version, for reference only: {offline}"])
+    try:  # the Teacher sees the terminal frame; one the store lost means no Teacher rewrite
+        frames = load_frames([(terminal.index, terminal_frame_loader(terminal))])
+    except FrameMissing as missing:
+        raise ReplyRejected(str(missing)) from None
+    if frames:
+        user += "\nThe screenshot of the final screen (the state the actions reached) follows."
     body = {"model": version.served_model_name or version.name, "temperature": 0, "max_tokens": 200,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+            "messages": [{"role": "system", "content": system},
+                         {"role": "user", "content": user_content(user, [f.png for f in frames]) if frames else user}]}
     timeout = float((version.sampling or {}).get("timeout_s", 30))
     try:
         reply = request_json("POST", version.endpoint_url.rstrip("/") + "/chat/completions", body, timeout=timeout)

@@ -4,6 +4,7 @@ import pytest
 from flywheel.models import App, FunctionNode, GemPage, ModelVersion, Query, SftEntry, Trajectory
 from flywheel.repair.rqa import align_query
 from flywheel.screens.page_identity import fingerprint
+from tests.flywheel.judging.pixel_judge import images_of, text_of
 from tests.flywheel.openai_stub import StubOpenAI
 from tests.flywheel.repair.stored import (
     BLUETOOTH,
@@ -105,8 +106,9 @@ def test_the_teacher_llm_rewrites_q_and_garbage_keeps_the_offline_text(settings,
     assert good.derived_query.text == "Turn to the Bluetooth page in Settings"
     provenance = good.derived_query.gate_results["rqa"]
     assert provenance["method"] == "llm" and provenance["model"] == "teacher" and provenance["offline_text"]
-    prompt = stub.requests[0]["messages"][1]["content"]
+    prompt = text_of(stub.requests[0])
     assert OVER_SCOPED in prompt and "Use Bluetooth" in prompt and stub.requests[0]["model"] == "teacher-72b"
+    assert images_of(stub.requests[0]) == [png(BLUETOOTH)]      # the terminal frame (step 2), as stored
     assert bad.status == "done" and bad.derived_query.gate_results["rqa"]["method"] == "offline"
     assert "not JSON" in bad.derived_query.gate_results["rqa"]["llm_error"]
     assert "Bluetooth" in bad.derived_query.text
