@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up central phone-host worker model-host test test-fast install install-training clean-venv flywheel-demo vlm-loop
+.PHONY: up central phone-host worker model-host test test-fast install install-training clean-venv flywheel-demo vlm-loop judges
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,3 +56,7 @@ flywheel-demo: $(STAMP) $(TRAINING_STAMP)
 
 vlm-loop: $(STAMP) $(TRAINING_STAMP)
 	$(PY) perf/vlm_loop.py
+
+# Issue #33: the offline judges against the farm's ground truth on the judge-evaluation set.
+judges: $(STAMP)
+	$(PY) perf/judges.py

@@ -40,4 +40,5 @@ urlpatterns = [
     path("loops/", include("flywheel.repair.loop_urls")),
     path("ecdm/classes/", include("flywheel.repair.counterfactual_urls")),
     path("calibration/", include("flywheel.judging.calibration_urls")),
+    path("judges/", include("flywheel.judging.judge_set_urls")),
 ]

@@ -1,6 +1,7 @@
 """The data engine's records (DESIGN.md, Core data). Split by domain; import from here."""
 from flywheel.models.catalog import App, DevicePrior, Edge, FunctionNode, GemPage
 from flywheel.models.exploration import ExplorationRun, GenerationRun, RunStatus
+from flywheel.models.judge_sets import JudgeCase, JudgeEvaluation, ScreenKind
 from flywheel.models.judging import Adjudication, Attribution, Repair, Verdict, Vote, VoteValue
 from flywheel.models.pools import CptEntry, RlQueryEntry, RlRollout, SftEntry
 from flywheel.models.queries import Query, QueryApp, QueryFunction, QueryLocked, Risk, Source, Tier
@@ -13,7 +14,7 @@ __all__ = [
     "App", "DevicePrior", "Edge", "ExplorationRun", "GenerationRun", "RunStatus", "FunctionNode", "GemPage", "Query", "QueryApp", "QueryLocked", "QueryFunction", "CollectionRun", "ModelVersion",
     "Step", "Trajectory", "Adjudication", "Attribution", "Repair", "Verdict", "Vote",
     "CptEntry", "RlQueryEntry", "RlRollout", "SftEntry",
-    "CalibrationRound", "EvolutionLoop", "FailureClass", "LoopRound", "RuleFlag", "LedgerSnapshot", "Tally", "TallyMark",
+    "CalibrationRound", "JudgeCase", "JudgeEvaluation", "EvolutionLoop", "FailureClass", "LoopRound", "RuleFlag", "LedgerSnapshot", "Tally", "TallyMark",
     # the choices that several tables share
-    "Destination", "Line", "Outcome", "Risk", "Source", "Tier", "VoteValue",
+    "Destination", "Line", "Outcome", "Risk", "ScreenKind", "Source", "Tier", "VoteValue",
 ]
