@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from simfarm.serve import build_farm, serve_forever
+
+
+def _env_share() -> float:
+    try:
+        return float(os.environ.get("SIMFARM_BLIND_SHARE", "") or 0.0)
+    except ValueError:
+        return 0.0
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -17,6 +29,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the phones' content (0)")
     parser.add_argument("--apps", default=None, help="directory of extra app files")
+    parser.add_argument("--blind-share", type=float, default=_env_share(),
+                        help="share of ordinary app pages drawn as web views / canvases, seeded "
+                             "(0; env SIMFARM_BLIND_SHARE)")
+    parser.add_argument("--real-phone", action="store_true", default=_env_flag("SIMFARM_REAL_PHONE"),
+                        help="answer only what a real phone answers: no content://com.sim.* or "
+                             "content://sim/* providers, com.sim.* broadcasts reach nobody "
+                             "(env SIMFARM_REAL_PHONE=1)")
     parser.add_argument("--verbose", "-v", action="store_true", help="log every request")
     return parser.parse_args(argv)
 
@@ -33,7 +52,10 @@ def main(argv=None) -> int:
     if args.devices < 1:
         print("--devices must be at least 1", file=sys.stderr)
         return 2
-    farm = build_farm(args.devices, args.seed, args.apps)
+    if not 0.0 <= args.blind_share <= 1.0:
+        print("--blind-share must be between 0 and 1", file=sys.stderr)
+        return 2
+    farm = build_farm(args.devices, args.seed, args.apps, blind_share=args.blind_share, real_phone=args.real_phone)
     try:
         serve_forever(farm, host=args.host, port=args.port, on_ready=announce)
     except OSError as error:

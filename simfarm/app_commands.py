@@ -2,7 +2,7 @@
 import base64
 import re
 
-from simfarm import device_commands
+from simfarm import device_commands, real_phone
 from simfarm.anomalies import KINDS
 from simfarm.shell import Result
 from simfarm.shell_commands import fail, ok
@@ -80,8 +80,10 @@ def cmd_am(sh, args, stdin):
         return ok()
     if verb == "broadcast":
         intent = parse_intent(rest)
-        error = phone.broadcast(intent)
         text = f"Broadcasting: {_describe(intent)}\nBroadcast completed: result=0\n"
+        if phone.real_phone and real_phone.farm_only_broadcast(intent.get("action", "")):
+            return ok(text)  # no receiver on a real phone: delivered to nobody
+        error = phone.broadcast(intent)
         if error:
             return Result(text.encode(), (error + "\n").encode(), 1)
         return ok(text)
@@ -267,6 +269,8 @@ def cmd_content(sh, args, stdin):
     uri = options.get("uri")
     if not uri:
         return fail("[ERROR] Content provider URI not specified. Did you specify --uri argument?")
+    if phone.real_phone and real_phone.farm_only_uri(uri):
+        return real_phone.unknown_authority(uri)
     if args[0] != "query":
         return phone.content_write(args[0], uri, binds, options.get("where"))
     rows = phone.content_rows(uri)

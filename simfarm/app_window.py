@@ -1,5 +1,5 @@
 """An app's window: app bar, scrolling body, bottom navigation, FAB; and its dialogs."""
-from simfarm import layout, ui, widgets
+from simfarm import blind, layout, ui, widgets
 from simfarm.layout import resource_id
 from simfarm.ui import Node
 
@@ -67,6 +67,10 @@ def app_window(engine, task) -> Node:
     if fab and ctx.cond(fab.get("visible_if")) and placeholder is None:
         window.add(widgets.fab(m, package, resource_id(package, fab.get("id")), ctx.text(fab.get("desc")),
                                fab.get("icon", "add"), ctx.callback(fab.get("tap")), bottom, ctx.accent))
+    if spec.get("trap"):
+        window.truth = "trap"
+    phone = engine.phone
+    blind.mark(window, body, blind.page_render(app, page.page_id, phone.seed, getattr(phone, "blind_share", 0.0)))
     return window
 
 

@@ -38,6 +38,7 @@ class AppSpec:
     share_target: dict | None = None
     functions: list = field(default_factory=list)
     intents: list = field(default_factory=list)
+    render: str = "native"           # how every page is drawn unless a page says otherwise (simfarm/blind.py)
     source: str = ""
 
     def fresh_state(self) -> dict:
@@ -88,7 +89,14 @@ def _check(data: dict, source: str) -> None:
     start = data.get("start") or next(iter(data["pages"]))
     if start not in data["pages"]:
         raise AppFormatError(f"{source}: start page {start!r} is not defined")
+    renders = ("native", "webview", "canvas", "flutter")
+    if data.get("render", "native") not in renders:
+        raise AppFormatError(f"{source}: render must be one of {', '.join(renders)}")
     for page_id, page in data["pages"].items():
+        if page.get("render", "native") not in renders:
+            raise AppFormatError(f"{source}: page {page_id}: render must be one of {', '.join(renders)}")
+        if page.get("trap") not in (None, "spinner"):
+            raise AppFormatError(f"{source}: page {page_id}: trap must be 'spinner'")
         for element in page.get("elements") or []:
             if not isinstance(element, dict) or "type" not in element:
                 raise AppFormatError(f"{source}: page {page_id}: every element needs a 'type'")

@@ -222,7 +222,7 @@ class PageContext:
             self.page.dialog = None
             engine.changed()
         elif "toast" in action:
-            engine.show_toast(self.text(action["toast"], item))
+            engine.show_toast(self.text(action["toast"], item), trap=bool(action.get("trap")))
         elif "if" in action:
             branch = action.get("then") if self.cond(action["if"], item) else action.get("else")
             self.run(branch or [], item)

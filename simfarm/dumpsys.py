@@ -144,12 +144,14 @@ def dumpsys_input(phone, args):
     engine = phone.engine
     lines = ["  RecentMotionEvents:"]
     lines += [f"    action={action} x={x} y={y} t={t}ms eventTime={uptime}" for action, x, y, t, uptime in engine.motion_log]
-    if engine.last_gesture:
+    if phone.real_phone:  # the gesture log is the farm's own; a real phone has no such sections
+        lines = []
+    elif engine.last_gesture:
         kind, (x1, y1), (x2, y2), duration, moves = engine.last_gesture
         lines.append(f"  LastGesture: {kind} from={x1},{y1} to={x2},{y2} duration={duration}ms moves={moves}")
     return (f"INPUT MANAGER (dumpsys input)\n\nInput Manager State:\n  Interactive: {str(phone.screen_on).lower()}\n"
             f"  Display: 0\n    Viewport INTERNAL: displayId=0, orientation=0, logicalFrame=[0, 0, {phone.width}, {phone.height}]\n"
-            f"  SurfaceOrientation: 0\n" + "\n".join(lines) + "\n")
+            f"  SurfaceOrientation: 0\n" + "".join(line + "\n" for line in lines))
 
 
 def dumpsys_power(phone, args):

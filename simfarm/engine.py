@@ -50,6 +50,7 @@ class Engine(Gestures):
         self.shade_open = False
         self.share_text: str | None = None
         self.toast_text: str | None = None
+        self.toast_trap = False
         self.home_page = 0
         self.launcher_menu: str | None = None   # package whose long-press shortcut popup is open
         self.next_task_id = 11
@@ -236,8 +237,9 @@ class Engine(Gestures):
             self.surface, self.foreground = "home", None
         self.changed()
 
-    def show_toast(self, text):
+    def show_toast(self, text, trap=False):
         self.toast_text = text
+        self.toast_trap = trap      # a "looks done" toast: the action it follows changed nothing
         self.changed()
 
     def open_share_sheet(self, text, source_package):

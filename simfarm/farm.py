@@ -4,10 +4,17 @@ from simfarm.phone import VirtualPhone
 
 
 class Farm:
-    def __init__(self, devices: int = 4, seed: int = 0, apps_dir=None, anomaly_rate: float = 0.0, features=None):
+    def __init__(self, devices: int = 4, seed: int = 0, apps_dir=None, anomaly_rate: float = 0.0, features=None,
+                 blind_share: float = 0.0, real_phone: bool = False):
+        """`blind_share`: the share of ordinary app pages drawn as web views / canvases (seeded, the same
+        pages on every phone); `real_phone`: phones answer only what a real phone answers."""
+        if not 0.0 <= blind_share <= 1.0:
+            raise ValueError(f"blind_share must be in [0, 1], not {blind_share}")
         self.seed = seed
+        self.blind_share, self.real_phone = float(blind_share), bool(real_phone)
         self.apps = load_apps(apps_dir)
-        phones = [VirtualPhone(i, seed, self.apps, anomaly_rate=anomaly_rate, features=features) for i in range(devices)]
+        phones = [VirtualPhone(i, seed, self.apps, anomaly_rate=anomaly_rate, features=features,
+                               blind_share=blind_share, real_phone=real_phone) for i in range(devices)]
         self.phones: dict[str, VirtualPhone] = {phone.serial: phone for phone in phones}
 
     def factory_reset(self, serial: str) -> VirtualPhone:

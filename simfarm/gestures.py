@@ -60,7 +60,9 @@ class Gestures:
     """Mixed into Engine; every public method here is one `input` command."""
 
     def _before_input(self):
-        self.toast_text = None
+        if self.toast_text is not None:
+            self.toast_text = None
+            self.changed()  # the toast leaves the screen even when the touch hits nothing
         self.anomalies.before_action()
 
     def _close_paste_menu(self):

@@ -6,6 +6,8 @@ Drawn-only nodes (status bar, keyboard, toast, decorations) are never in the dum
 """
 import re
 
+from simfarm import blind
+
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
 HEADER = "<?xml version='1.0' encoding='UTF-8' standalone='yes' ?>"
 
@@ -28,6 +30,8 @@ def dumped_windows(root) -> list:
 
 
 def _write(node, index, out, depth):
+    if node.dump_as:
+        return blind.write_blind(node, index, out, depth, _write)
     x1, y1, x2, y2 = node.bounds
     out.append(
         f'<node index="{index}" text="{_attr(node.text)}" resource-id="{_attr(node.rid)}" '

@@ -314,6 +314,22 @@ def build_list(spec, ctx, y, item):
     return nodes, y
 
 
+def build_spinner(spec, ctx, y, item):
+    """An indeterminate ProgressBar with an optional caption ("Syncing…"); drawn still, so screens
+    stay deterministic."""
+    m = ctx.m
+    h = _height(spec, ctx, 300)
+    cx = (m.x0 + m.x1) // 2
+    node = Node(cls="android.widget.ProgressBar", bounds=(cx - m.px(70), y + m.px(40), cx + m.px(70), y + m.px(180)),
+                draw="spinner", style={"color": ctx.accent})
+    nodes = [_common(node, spec, ctx, item)]
+    caption = ctx.text(spec.get("text"), item)
+    if caption:
+        nodes.append(text_node(m, (m.x0 + m.margin, y + m.px(200), m.x1 - m.margin, y + h), caption, 44,
+                               ui.TEXT_SECONDARY, align="center", package=ctx.package))
+    return nodes, y + h
+
+
 def build_spacer(spec, ctx, y, item):
     return [], y + _height(spec, ctx, 40)
 
@@ -322,7 +338,7 @@ BUILDERS = {
     "header": build_header, "text": build_text, "row": build_row, "toggle": build_row, "checkbox": build_row,
     "radio": build_row, "button": build_button, "input": build_input, "slider": build_slider,
     "wheel": build_wheel, "chips": build_chips, "image": build_image, "card": build_card,
-    "list": build_list, "spacer": build_spacer,
+    "list": build_list, "spacer": build_spacer, "spinner": build_spinner,
 }
 
 

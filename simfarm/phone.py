@@ -6,7 +6,7 @@ import threading
 import time
 import traceback
 
-from simfarm import app_commands, device_commands, dumpsys, hierarchy, render, screen_daemons, shell_commands, ui
+from simfarm import app_commands, blind, device_commands, dumpsys, hierarchy, render, screen_daemons, shell_commands, ui
 from simfarm.engine import Engine
 from simfarm.fs import VirtualFS
 from simfarm.phone_state import PROFILES, SettingsStore
@@ -34,7 +34,8 @@ def stable_int(*parts) -> int:
 
 
 class VirtualPhone:
-    def __init__(self, index: int, seed: int, apps: dict, anomaly_rate: float = 0.0, features=None):
+    def __init__(self, index: int, seed: int, apps: dict, anomaly_rate: float = 0.0, features=None,
+                 blind_share: float = 0.0, real_phone: bool = False):
         profile = PROFILES[index % len(PROFILES)]
         self.index, self.seed = index, seed
         self.serial = f"sim-{index + 1:04d}"
@@ -49,6 +50,8 @@ class VirtualPhone:
         self.lock = threading.RLock()
         self.all_apps = apps
         self.anomaly_rate = anomaly_rate
+        self.blind_share = float(blind_share)   # share of ordinary pages drawn as web views / canvases
+        self.real_phone = bool(real_phone)      # answer only what a real phone answers (real_phone.py)
         self.boot_time = BASE_EPOCH - 3600
         self._boot()
 
@@ -145,6 +148,25 @@ class VirtualPhone:
             xml = hierarchy.dump_xml(self.engine.screen())
             self.engine.anomalies.observed()
             return xml
+
+    def screen_kind(self) -> str:
+        """The farm's truth about what the phone shows now: "ordinary", "blind" or "trap"."""
+        with self.lock:
+            return blind.screen_kind(self.engine)
+
+    def drawn_texts(self) -> list[str]:
+        """The words in the pixels (what OCR could read), blind pages included."""
+        with self.lock:
+            return [node.text for node in self.engine.screen().walk() if node.text]
+
+    def run_in_normal_mode(self, cmd: str) -> ShellResult:
+        """`run()` with the farm's own providers and broadcasts, also in real-phone mode (ground truth)."""
+        with self.lock:
+            saved, self.real_phone = self.real_phone, False
+            try:
+                return self.run(cmd)
+            finally:
+                self.real_phone = saved
 
     # -- clock ------------------------------------------------------------------------------------
 

@@ -96,6 +96,10 @@ class Node:
     enabled: bool = True
     window: str = ""                  # set on window roots: the window's title
     in_dump: bool = True              # False: drawn but never in uiautomator XML (keyboard, status bar)
+    # How uiautomator sees a node whose content is drawn by a web view or canvas (simfarm/blind.py):
+    # "" as it is; a class name: one opaque box of that class; "canvas": only bare clickable Views.
+    dump_as: str = ""
+    truth: str = ""                   # on window roots: the screen kind the farm knows ("blind", "trap")
     on_tap: Callable | None = None
     on_long_press: Callable | None = None
     on_swipe: Callable | None = None  # called with (dx, dy, x1, y1)

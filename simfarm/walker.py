@@ -55,6 +55,15 @@ def _sh(phone, command):
     return result
 
 
+def step_point(step, width, height):
+    """A step's `point` in pixels: `coords` "thousandths" (the default, as the policy protocol's)
+    or "pixel"; on a blind page a known path taps where the control is drawn."""
+    x, y = step["point"]
+    if step.get("coords", "thousandths") == "pixel":
+        return int(x), int(y)
+    return int(round(float(x) * width / 1000)), int(round(float(y) * height / 1000))
+
+
 def run_step(phone, step):
     action = step["action"]
     width, height = phone.engine.metrics.width, phone.engine.metrics.height
@@ -74,10 +83,14 @@ def run_step(phone, step):
         x2, y2 = mid_x + dx * width * 3 // 10, mid_y + dy * height // 5
         _sh(phone, f"input swipe {x1} {y1} {x2} {y2} 300")
         return
-    node = find(dump(phone), step["target"])
-    if node is None:
-        raise StepFailed(f"target not on screen: {step['target']}")
-    x, y = center(node)
+    if "target" not in step and step.get("point"):
+        x, y = step_point(step, width, height)  # a blind page: the control exists only in pixels
+        node = None
+    else:
+        node = find(dump(phone), step["target"])
+        if node is None:
+            raise StepFailed(f"target not on screen: {step['target']}")
+        x, y = center(node)
     if action in ("click", "double_click"):
         _sh(phone, f"input tap {x} {y}")
         if action == "double_click":
@@ -85,7 +98,7 @@ def run_step(phone, step):
     elif action == "long_press":
         _sh(phone, f"input swipe {x} {y} {x} {y} 800")
     elif action == "type":
-        if node.attrib.get("focused") != "true":
+        if node is None or node.attrib.get("focused") != "true":
             _sh(phone, f"input tap {x} {y}")
         _sh(phone, "input text " + shlex.quote(step["text"].replace(" ", "%s")))
     elif action in ("set_scroll_widget", "swipe", "drag"):

@@ -24,6 +24,7 @@ from flywheel.models import App, Query
 ROOT = Path(__file__).resolve().parents[2]
 VBENCH = ROOT.parent / "shared" / "data" / "mobilegui-vbench" / "MobileGUI-VBench.jsonl"
 FARM_TASKS = ROOT / "simfarm" / "tasks" / "tasks.jsonl"
+FARM_TASK_COUNT = sum(1 for line in FARM_TASKS.read_text(encoding="utf-8").splitlines() if line.strip())
 needs_vbench = pytest.mark.skipif(not VBENCH.is_file(), reason="the MobileGUI-VBench file is not here")
 
 GOOD = {"task_id": 1, "query": "去QQ里搜一个频道", "scenario": "社交通讯", "involved_apps": "QQ", "precondition": "",
@@ -184,12 +185,12 @@ def test_the_held_out_split_is_stable_stratified_and_keeps_every_app_open():
 def test_the_farm_version_is_frozen_with_a_held_out_third_that_no_collection_run_draws(db, role_users):
     benchmark = import_farm_tasks(FARM_TASKS, user=role_users["manager"])
     assert benchmark.frozen and benchmark.status == "frozen" and benchmark.origin == "farm"
-    assert benchmark.import_report["created"] and benchmark.import_report["queries"]["created"] == 96
+    assert benchmark.import_report["created"] and benchmark.import_report["queries"]["created"] == FARM_TASK_COUNT
     items = list(benchmark.items.select_related("query"))
-    assert len(items) == 96 and {i.review for i in items} == {"approved"}
+    assert len(items) == FARM_TASK_COUNT and {i.review for i in items} == {"approved"}
     assert all("carry their own checks" in i.review_note and i.snapshot["sha256"] for i in items)
     held = [i for i in items if i.split == "held_out"]
-    assert 0.28 <= len(held) / 96 <= 0.38
+    assert 0.28 <= len(held) / FARM_TASK_COUNT <= 0.38
     assert all(i.query.evaluation_only and i.query.locked for i in held)
     assert not any(i.query.evaluation_only for i in items if i.split == "open")
     drawn = set(select_queries({}).values_list("key", flat=True))
@@ -202,7 +203,7 @@ def test_the_farm_version_is_frozen_with_a_held_out_third_that_no_collection_run
 
     again = import_farm_tasks(FARM_TASKS, user=role_users["manager"])
     assert again.pk == benchmark.pk and not again.import_report["created"]
-    assert Benchmark.objects.count() == 1 and BenchmarkItem.objects.count() == 96 and Query.objects.count() == 96
+    assert Benchmark.objects.count() == 1 and BenchmarkItem.objects.count() == FARM_TASK_COUNT and Query.objects.count() == FARM_TASK_COUNT
     assert again.content_hash == benchmark.content_hash
     assert set(again.items.filter(split="held_out").values_list("query__key", flat=True)) == {
         i.query.key for i in held}
@@ -210,10 +211,10 @@ def test_the_farm_version_is_frozen_with_a_held_out_third_that_no_collection_run
 
 def test_the_farm_version_can_stay_a_draft_and_an_unfinished_one_is_completed(db):
     draft = import_farm_tasks(FARM_TASKS, name="farm-draft", freeze=False)
-    assert not draft.frozen and draft.status == "review" and draft.items.count() == 96
+    assert not draft.frozen and draft.status == "review" and draft.items.count() == FARM_TASK_COUNT
     assert not Query.objects.filter(locked=True).exists()
     versions.review_item(draft.items.first(), None, decision="save")
     finished = import_farm_tasks(FARM_TASKS, name="farm-draft")
-    assert finished.pk == draft.pk and finished.frozen and finished.items.count() == 96
+    assert finished.pk == draft.pk and finished.frozen and finished.items.count() == FARM_TASK_COUNT
     with pytest.raises(BenchmarkImportError, match="held_out_share"):
         import_farm_tasks(FARM_TASKS, held_out_share=1.5)

@@ -1,0 +1,35 @@
+"""Real-phone mode: a phone answers only what a real Android phone answers.
+
+A real phone has no `content://com.sim.*` or `content://sim/*` providers (the farm's windows onto
+third-party apps' state and its own test hooks) and no receiver for `com.sim.*` broadcasts, and its
+`dumpsys input` has no farm-only gesture log. Everything else (settings, files, dumpsys, pm, am,
+input, screencap, uiautomator) is the same in both modes.
+"""
+from simfarm.shell_commands import fail
+
+FARM_BROADCAST_PREFIX = "com.sim."
+
+
+def authority(uri: str) -> str:
+    rest = uri.split("://", 1)[1] if "://" in uri else uri
+    return rest.split("/", 1)[0]
+
+
+def farm_only_uri(uri: str) -> bool:
+    name = authority(uri)
+    return name == "sim" or name.startswith("com.sim.")
+
+
+def farm_only_broadcast(action: str) -> bool:
+    return str(action).startswith(FARM_BROADCAST_PREFIX)
+
+
+def unknown_authority(uri: str):
+    """What `content` prints on Android when no provider holds the authority."""
+    name = authority(uri)
+    return fail(f"Error while accessing provider:{name}\n"
+                f"java.lang.IllegalStateException: Could not find provider: {name}\n"
+                "\tat com.android.commands.content.Content$Command.execute(Content.java:512)\n"
+                "\tat com.android.commands.content.Content.main(Content.java:735)\n"
+                "\tat com.android.internal.os.RuntimeInit.nativeFinishInit(Native Method)\n"
+                "\tat com.android.internal.os.RuntimeInit.main(RuntimeInit.java:355)")
