@@ -20,6 +20,7 @@ from django.db.models import Count, Exists, Max, OuterRef, Q
 from devices.uitree import page_text, parse_hierarchy
 from flywheel import tallies
 from flywheel.judging import system_b, system_c
+from flywheel.judging.frames import Frames
 from flywheel.judging.pipeline import trajectory_view
 from flywheel.judging.thresholds import active_thresholds, latest_round
 from flywheel.models import Adjudication, CalibrationRound, Verdict, Vote
@@ -127,8 +128,10 @@ class Case:
         self.milestones = (view.verification or {}).get("milestones") or []
         self.progress = (system_b.milestone_progress(view, self.milestones, skip_missing=True)
                          if self.milestones else [])
-        # What System C's thresholds act on, measured once (as system_c.rules_vote measures it).
-        self.loop = system_c.trailing_loop(view)
+        # What System C's thresholds act on, measured once (as system_c.rules_vote measures it,
+        # from the frames, each read once for every re-vote).
+        self.frames = Frames(view)
+        self.loop = system_c.trailing_loop(view, self.frames)
         self.shortest = len((view.known_path or {}).get("steps") or [])
         self.taken = sum(1 for s in view.steps if s.action)
         self.c_votes = {}
@@ -166,7 +169,7 @@ def _c_vote(case: Case, thresholds: dict) -> str:
     key = (case.loop >= int(thresholds["loop_length"]),
            bool(case.shortest) and case.taken > float(thresholds["detour_factor"]) * case.shortest + 2)
     if key not in case.c_votes:
-        case.c_votes[key] = system_c.rules_vote(case.view, thresholds).vote
+        case.c_votes[key] = system_c.rules_vote(case.view, thresholds, case.frames).vote
     return case.c_votes[key]
 
 

@@ -5,6 +5,11 @@ hierarchy (text, resource-id, content-desc, XPath); each must hold at a step at 
 previous one. Then a global judgment: every milestone reached and the trajectory ended by
 declaring success.
 
+System B reads the HIERARCHY ONLY (System C reads the pixels), so the two stacks cannot share one
+blind spot. Where the dump is blind on a screen a missing milestone would have to be found on (a
+web view or canvas: one opaque node, or no node with words), B abstains with the reason instead of
+voting False on a page it cannot read.
+
 How many milestones must hold is a threshold that adjudicators' decisions calibrate (§2.4.2,
 flywheel/judging/calibration.py, read through thresholds.py): by default all of them; a calibrated share below 1 lets a
 trajectory that skipped an intermediate page (a shortcut) pass, the final milestone always holding.
@@ -12,18 +17,24 @@ trajectory that skipped an intermediate page (a shortcut) pass, the final milest
 from flywheel.endpoints.chat import JudgeUnavailable
 from flywheel.judging import SystemVote
 from flywheel.judging.llm_judge import derive_milestones
-from flywheel.screens.ocr import ocr_text
 from flywheel.judging.thresholds import MILESTONE_SHARE, active_thresholds
 from flywheel.judging.trajectory_view import TrajectoryView
+from flywheel.screens.blindness import readability
+from flywheel.screens.ocr import OcrFailed, ocr_text
 from flywheel.screens.selectors import find
 
 
 def _seen_by_ocr(loader, milestone) -> bool:
-    """Where the hierarchy lacks the text, read the screenshot (text milestones only)."""
+    """The milestone's words on the screenshot (text milestones only). Not System B's: only the RL
+    step judge binds milestones to frames this way (pixels=True); a frame that cannot be read or
+    OCR'd binds nothing."""
     wanted = milestone.get("text") or milestone.get("text_contains")
     if not wanted or loader is None:
         return False
-    text = ocr_text(loader())
+    try:
+        text = ocr_text(loader())
+    except (OSError, OcrFailed):
+        return False
     return bool(text) and wanted.lower() in " ".join(text.split()).lower()
 
 
@@ -32,15 +43,18 @@ def calibrated_thresholds() -> dict:
     return active_thresholds("B")
 
 
-def milestone_progress(view: TrajectoryView, milestones: list, skip_missing: bool = False) -> list:
+def milestone_progress(view: TrajectoryView, milestones: list, skip_missing: bool = False,
+                       pixels: bool = False) -> list:
     """For each milestone in order, (index of the screen where it first held after the previous
     one, "hierarchy" or "ocr"), or None when it never held. The list stops at the first milestone
-    that never held, unless `skip_missing` (then the next ones are looked for from the same place)."""
+    that never held, unless `skip_missing` (then the next ones are looked for from the same place).
+    The hierarchy only (System B), unless `pixels`: then a text milestone the dump lacks is looked
+    for in the screenshots too (the RL step judge, which binds milestones to frames)."""
     screens, loaders = view.screens(), view.screenshot_loaders()
     reached, cursor = [], 0
     for milestone in milestones:
         hit = next(((i, "hierarchy") for i in range(cursor, len(screens)) if find(screens[i], milestone)), None)
-        if hit is None:
+        if hit is None and pixels:
             hit = next(((i, "ocr") for i in range(cursor, len(screens))
                         if _seen_by_ocr(loaders[i], milestone)), None)
         reached.append(hit)
@@ -83,10 +97,18 @@ def milestone_vote(view: TrajectoryView, milestones: list, reached: list, share:
     final_held = len(reached) == len(milestones) and reached[-1] is not None
     # a share is met up to rounding (2 of 3 milestones meet a share of 0.67)
     enough = not missing or (share < 1 and final_held and held / len(milestones) + 0.01 >= share)
+    last = view.last_action or {}
+    declared_failure = last.get("action") == "terminate" and last.get("status") == "failure"
+    if not enough and not declared_failure:
+        blind = blind_where_missing(view, milestones, reached)
+        if blind is not None:
+            step, name, why = blind
+            details["blind"] = {"step": step, "milestone": name}
+            return SystemVote("B", "abstain", f"the UI dump is blind on step {step}'s screen ({why}): milestone "
+                                              f"{name} cannot be read{derived_note}", details=details)
     if not enough:
         return SystemVote("B", "false", f"milestone not reached: {missing[0]}{derived_note}", details=details)
-    last = view.last_action or {}
-    if last.get("action") == "terminate" and last.get("status") == "failure":
+    if declared_failure:
         seen = "all milestones seen" if not missing else f"{held} of {len(milestones)} milestones seen"
         return SystemVote("B", "false", f"{seen}, but the agent declared failure",
                           details=details)
@@ -97,3 +119,32 @@ def milestone_vote(view: TrajectoryView, milestones: list, reached: list, share:
                                        f"{derived_note}", details=details)
     return SystemVote("B", "true", f"all {len(milestones)} milestones reached in order{derived_note}",
                       details=details)
+
+
+def _blindness(xml: str) -> str:
+    """Why the dump cannot be read ('' when it can)."""
+    if not (xml or "").strip():
+        return "no dump was stored"
+    seen = readability(xml)
+    if not seen.blind:
+        return ""
+    return "web view / canvas" if seen.opaque_regions else "no node with text or a description"
+
+
+def blind_where_missing(view: TrajectoryView, milestones: list, reached: list) -> tuple | None:
+    """(step index, milestone name, why) of the first blind screen a missing milestone would have to
+    be found on — the screens from the previous reached milestone on — or None when every such
+    screen can be read (then "not reached" is what the dump shows)."""
+    screens = view.screens()
+    cursor = 0
+    for number, milestone in enumerate(milestones):
+        hit = reached[number] if number < len(reached) else None
+        if hit is not None:
+            cursor = hit[0]
+            continue
+        for i in range(cursor, len(screens)):
+            why = _blindness(screens[i])
+            if why:
+                step = view.steps[min(i, len(view.steps) - 1)].index
+                return step, milestone.get("name") or str(milestone), why
+    return None

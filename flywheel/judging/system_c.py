@@ -1,67 +1,113 @@
 """System C: overall-path plausibility (§2.4.2), by rules when no LLM judge is configured.
 
-Looks at the action–observation history for: environmental interference (pop-up interception,
-network failure, missing permission, crash) → Env_ERROR; pseudo-completion (success declared
-while the goal state is not on screen), an unbroken loop at the end, or a meaningless detour far
-longer than the known shortest path → False; otherwise True.
+System C reads PIXELS ONLY (System B reads the UI dump), so the two cannot share one blind spot: a
+web view or canvas hides its words from the dump, a dump taken mid-animation can show a page that
+is not on screen. From the screenshots (flywheel/judging/frames.py): environmental interference
+(a crash or "not responding" dialog, no network, a permission prompt) in the OCR of the last
+frames → Env_ERROR; pseudo-completion (success declared while the final milestone's words are not
+in the OCR of the final frame), an unbroken run of actions that changed nothing on screen at the
+end (the same action repeated — a loop — or taps that landed with no effect — a stall), or a
+meaningless detour far longer than the known shortest path → False; otherwise True.
 
 A handover is an ending too (Table 3): `call_user`/`clarify` where the task's spec expects it
 (`verification.handoff`) counts as completion; one the spec does not mention cannot be judged by
 rules (abstain); declaring success where the user was to take over is False.
 
+A frame it needs that cannot be read (not stored, missing from the store, OCR failed or timed out,
+tesseract not installed) makes it abstain with the reason: never a guess.
+
 The loop length and the detour factor are thresholds that adjudicators' decisions calibrate
 (§2.4.2, flywheel/judging/calibration.py); the defaults (flywheel/judging/thresholds.py)
 hold until a round exists.
 """
+import re
+
 from flywheel.endpoints.chat import JudgeUnavailable
 from flywheel.judging import SystemVote
+from flywheel.judging.frames import Frames, FrameUnreadable, contains_sequence
 from flywheel.judging.llm_judge import path_vote
 from flywheel.judging.thresholds import DETOUR_FACTOR, LOOP_LENGTH, active_thresholds
 from flywheel.judging.trajectory_view import TrajectoryView
 from flywheel.rules.repetition import same_action
-from flywheel.screens.selectors import find, screen_text
+from flywheel.rules.stops import AGENT_STOPS
 
+# Words on screen (as tokens(): lower case, no punctuation) → the environmental cause they show.
 INTERFERENCE = {
-    "keeps stopping": "app crash", "isn't responding": "app not responding",
-    "network unavailable": "network failure", "no internet connection": "network failure",
-    "allow access": "permission dialog", "permission_allow_button": "permission dialog",
+    ("keeps", "stopping"): "app crash", ("has", "stopped"): "app crash",
+    ("isnt", "responding"): "app not responding",
+    ("no", "internet"): "network failure", ("network", "unavailable"): "network failure",
+    ("dont", "allow"): "permission dialog", ("while", "using", "the", "app"): "permission dialog",
+    ("only", "this", "time"): "permission dialog",
 }
-
-
-def trailing_loop(view: TrajectoryView) -> int:
-    """Length of the run of repeated actions on an unchanged screen that ends the trajectory."""
-    acting = [s for s in view.steps if s.action and s.action.get("action") != "terminate"]
-    run = 1
-    for previous, current in zip(reversed(acting[:-1]), reversed(acting[1:])):
-        if same_action(previous.action, current.action) and previous.hierarchy == current.hierarchy:
-            run += 1
-        else:
-            break
-    return run if acting else 0
-
-
-def interference_seen(view: TrajectoryView) -> str:
-    """An environmental obstacle on the final screens that the agent never got past."""
-    for xml in view.screens()[-2:]:
-        lowered = (xml or "").lower()
-        for marker, cause in INTERFERENCE.items():
-            if marker in lowered:
-                return cause
-    return ""
-
-
-def goal_on_screen(view: TrajectoryView) -> bool | None:
-    """Whether the final screen shows the goal state (None when nothing says what it looks like)."""
-    milestones = view.verification.get("milestones") or []
-    if not milestones:
-        return None
-    return bool(find(view.final_hierarchy or (view.steps[-1].hierarchy if view.steps else ""),
-                     milestones[-1]))
+PERMISSION_PROMPT = re.compile(r"\ballow \w+(?: \w+){0,3} to (?:access|take|record|send|make|use)\b")
+TAPS = ("click", "double_click", "long_press")
 
 
 def calibrated_thresholds() -> dict:
     """System C's thresholds: the latest calibration round's, else the defaults."""
     return active_thresholds("C")
+
+
+def interference_seen(view: TrajectoryView, frames: Frames) -> str:
+    """An environmental obstacle in the pixels of the last two steps' frames (the final one
+    included) that the agent never got past; '' when none."""
+    last = len(view.steps)
+    for i in range(max(0, last - 2), last):
+        seen = frames.tokens(i)
+        for marker, cause in INTERFERENCE.items():
+            if contains_sequence(seen, list(marker)):
+                return cause
+        if PERMISSION_PROMPT.search(" ".join(seen)):
+            return "permission dialog"
+    return ""
+
+
+def final_milestone_words(view: TrajectoryView) -> tuple[str, str]:
+    """(the final milestone's name, the words it shows); words '' for an id-only milestone."""
+    milestones = view.verification.get("milestones") or []
+    if not milestones or not isinstance(milestones[-1], dict):
+        return "", ""
+    final = milestones[-1]
+    words = str(final.get("text") or final.get("text_contains") or "")
+    return str(final.get("name") or words or final), words
+
+
+def no_effect(frames: Frames, before: int, after: int) -> bool:
+    """The action taken on frame `before` changed nothing: the next frame is the same picture."""
+    return frames.unchanged(before, after)
+
+
+def stuck_run(view: TrajectoryView, frames: Frames) -> tuple[int, str]:
+    """The run of actions that ends the trajectory, each on the frame the one before left unchanged:
+    ("loop", n) when it repeats one action, ("stall", n) when taps landed on different places with
+    no effect. Actions on different frames, or a swipe after a tap, break the run; so does a last
+    action whose next frame (when one was recorded) differs: it got out."""
+    acting = [(i, s.action) for i, s in enumerate(view.steps)
+              if s.action and s.action.get("action") not in AGENT_STOPS]
+    if not acting:
+        return 0, "loop"
+    last = acting[-1][0]
+    if last + 1 < len(frames) and not no_effect(frames, last, last + 1):
+        return 0, "loop"
+    run, kind = 1, "loop"
+    for (before, previous), (after, current) in zip(reversed(acting[:-1]), reversed(acting[1:])):
+        same = same_action(previous, current)
+        taps = previous.get("action") in TAPS and current.get("action") in TAPS
+        if not (same or taps) or not no_effect(frames, before, after):
+            break
+        run += 1
+        if not same:
+            kind = "stall"
+    return run, kind
+
+
+def trailing_loop(view: TrajectoryView, frames: Frames | None = None) -> int:
+    """Length of the run of actions that changed nothing on screen and ends the trajectory (0 when
+    the frames it needs cannot be read: System C abstains then)."""
+    try:
+        return stuck_run(view, frames or Frames(view))[0]
+    except FrameUnreadable:
+        return 0
 
 
 def system_c_vote(view: TrajectoryView, judge=None, thresholds: dict | None = None) -> SystemVote:
@@ -79,27 +125,44 @@ def system_c_vote(view: TrajectoryView, judge=None, thresholds: dict | None = No
     return vote
 
 
-def rules_vote(view: TrajectoryView, thresholds: dict | None = None) -> SystemVote:
-    thresholds = thresholds if thresholds is not None else calibrated_thresholds()
+def rules_vote(view: TrajectoryView, thresholds: dict | None = None, frames: Frames | None = None) -> SystemVote:
+    """System C's rules over the trajectory's pixels. `frames`: the view's Frames when the caller
+    re-votes one trajectory (calibration), so each frame is read once."""
+    if not view.steps:
+        return SystemVote("C", "false", "the trajectory has no steps")
+    try:
+        return _rules_vote(view, thresholds if thresholds is not None else calibrated_thresholds(),
+                           frames or Frames(view))
+    except FrameUnreadable as error:
+        return SystemVote("C", "abstain", f"the pixels cannot be read: {error}", details={"unreadable": str(error)})
+
+
+def _rules_vote(view: TrajectoryView, thresholds: dict, frames: Frames) -> SystemVote:
     loop_length = int(thresholds.get("loop_length", LOOP_LENGTH))
     detour_factor = float(thresholds.get("detour_factor", DETOUR_FACTOR))
-    cause = interference_seen(view)
+    cause = interference_seen(view, frames)
     if cause:
-        return SystemVote("C", "env_error", f"blocked by {cause}", details={"environment": cause})
+        return SystemVote("C", "env_error", f"blocked by {cause} (read on screen)", details={"environment": cause})
     last = view.last_action or {}
     ending = view.ending()
     claims_success = ending == "success"
-    on_screen = goal_on_screen(view)
-    if claims_success and on_screen is False:
-        return SystemVote("C", "false", "pseudo-completion: success declared but the goal state "
-                                        "is not on the final screen")
+    final = len(frames) - 1
+    name, words = final_milestone_words(view)
+    unchecked = ""
+    if claims_success and name and not words:
+        unchecked = f"; the final milestone \"{name}\" names no words (id only): not checked in pixels"
+    elif claims_success and words and not frames.shows(final, words):
+        return SystemVote("C", "false", f"pseudo-completion: success declared but \"{words}\" (milestone "
+                                        f"{name}) is not on the final frame", details={"missing": words})
     if ending == "premature_success":
         return SystemVote("C", "false", f"declared success where the task hands over to the user "
                                         f"({view.expected_handoff})")
-    loop = trailing_loop(view)
-    if loop >= loop_length:
-        return SystemVote("C", "false", f"stuck in a loop: the same action {loop} times on an "
-                                        "unchanged screen", details={"loop": loop})
+    run, kind = stuck_run(view, frames)
+    if run >= loop_length:
+        what = ("the same action {n} times on an unchanged screen" if kind == "loop"
+                else "{n} taps in a row that changed nothing on screen")
+        return SystemVote("C", "false", f"stuck in a {kind}: " + what.format(n=run),
+                          details={"loop": run, "kind": kind})
     shortest = len((view.known_path or {}).get("steps") or [])
     taken = sum(1 for s in view.steps if s.action)
     if shortest and taken > detour_factor * shortest + 2:
@@ -110,7 +173,6 @@ def rules_vote(view: TrajectoryView, thresholds: dict | None = None) -> SystemVo
                                           "spec expects no handover: rules cannot tell if it was needed")
     if not claims_success:
         return SystemVote("C", "false", f"ended without declaring success ({last.get('action', 'no action')})")
-    words = len(screen_text(view.final_hierarchy).split())
     how = f", handing over with {view.expected_handoff} as the task asks" if view.expected_handoff else ""
-    return SystemVote("C", "true", f"coherent progress over {taken} steps{how}",
-                      details={"taken": taken, "final_screen_words": words})
+    return SystemVote("C", "true", f"coherent progress over {taken} steps{how}{unchecked}",
+                      details={"taken": taken, "final_frame_words": len(frames.words(final))})

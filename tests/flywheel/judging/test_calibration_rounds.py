@@ -11,6 +11,7 @@ from flywheel.judging.system_c import system_c_vote
 from flywheel.judging.thresholds import DEFAULT_THRESHOLDS, active_thresholds, judge_examples
 from flywheel.judging.trajectory_view import StepView, TrajectoryView
 from flywheel.models import Adjudication, CalibrationRound, ModelVersion, Query, Step, Trajectory, Verdict, Vote
+from tests.flywheel.judging.pixels import frame_png, pictured, require_tesseract, texts_of
 from tests.flywheel.judging.test_systems_b_c import DONE, screen
 from tests.flywheel.openai_stub import StubOpenAI
 
@@ -26,9 +27,11 @@ def click(y):
 
 
 def as_view(steps, spec=None):
+    """Each step's frame shows its dump's texts: System C reads the frames (needs tesseract)."""
     final = steps[-1][0]
-    return TrajectoryView(goal="task", steps=[StepView(index=i, hierarchy=h, action=a) for i, (h, a) in enumerate(steps)],
-                          final_hierarchy=final, verification=spec or {})
+    return pictured(TrajectoryView(goal="task", steps=[StepView(index=i, hierarchy=h, action=a)
+                                                       for i, (h, a) in enumerate(steps)],
+                                   final_hierarchy=final, verification=spec or {}))
 
 
 LOOP_OF_3 = [(CART, PLUS)] * 3 + [(CART, DONE)]          # "add three more": a person says it is right
@@ -38,6 +41,7 @@ NOT_PAID = [(LIST, click(1)), (LIST, DONE)]               # never paid: wrong
 
 
 def test_the_rule_systems_take_thresholds_without_a_database():
+    require_tesseract()
     assert system_c_vote(as_view(LOOP_OF_3)).vote == "false"  # defaults hold, nothing to read
     assert system_c_vote(as_view(LOOP_OF_3), thresholds={"loop_length": 4, "detour_factor": 3}).vote == "true"
     assert system_b_vote(as_view(SHORTCUT, SKIPPING)).vote == "false"
@@ -54,7 +58,7 @@ def adjudicated(steps, decision, spec=None, votes=("abstain", "false", "false"),
                                            destination="adjudication")
     for i, (xml, action) in enumerate(steps):
         Step.objects.create(trajectory=trajectory, index=i, hierarchy=store_blob(xml.encode(), "xml"),
-                            executed_action=action)
+                            screenshot=store_blob(frame_png(*texts_of(xml)), "png"), executed_action=action)
     for system, vote in zip("ABC", votes):
         Vote.objects.create(trajectory=trajectory, system=system, vote=vote)
     Verdict.objects.create(trajectory=trajectory, outcome="undetermined")
@@ -66,6 +70,7 @@ def adjudicated(steps, decision, spec=None, votes=("abstain", "false", "false"),
 
 @pytest.fixture
 def cases(db):
+    require_tesseract()
     for _ in range(3):
         adjudicated(LOOP_OF_3, "correct", note="the task asked for three taps")
     adjudicated(LOOP_OF_6, "wrong", votes=("abstain", "false", "false"))
@@ -76,6 +81,7 @@ def cases(db):
 
 @pytest.mark.django_db
 def test_without_a_round_the_defaults_hold():
+    require_tesseract()
     assert active_thresholds() == DEFAULT_THRESHOLDS and judge_examples() == []
     assert system_c_vote(as_view(LOOP_OF_3)).vote == "false"
     assert rounds_table()["rows"] == []
@@ -142,7 +148,8 @@ def test_the_llm_judge_prompt_carries_the_rounds_examples(cases, settings):
         stub.replies.append((200, stub.chat_reply('{"vote": "true", "rationale": "three taps as asked"}'), 0))
         vote = system_c_vote(as_view(LOOP_OF_3), judge_model_version())
     assert vote.vote == "true"
-    prompt = stub.requests[0]["messages"][1]["content"]
+    content = stub.requests[0]["messages"][1]["content"]  # text, then the frames as image parts
+    prompt = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
     assert "Cases people decided" in prompt and "People's verdict: true" in prompt
     assert "the task asked for three taps" in prompt
 

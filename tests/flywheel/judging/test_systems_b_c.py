@@ -1,7 +1,18 @@
-"""Systems B and C on crafted trajectories: success, wrong state, pseudo-completion, loop, pop-up."""
+"""Systems B and C on crafted trajectories: success, wrong state, pseudo-completion, loop, pop-up.
+
+B reads the UI dump only; C reads the pixels only (real PNG frames drawn from each screen's texts,
+read by tesseract), so C's tests need tesseract."""
+import pytest
+
 from flywheel.judging.system_b import system_b_vote
 from flywheel.judging.system_c import system_c_vote
 from flywheel.judging.trajectory_view import StepView, TrajectoryView
+from tests.flywheel.judging.pixels import pictured, require_tesseract
+
+
+@pytest.fixture
+def ocr():
+    require_tesseract()
 
 
 def screen(*texts, rid=""):
@@ -24,16 +35,17 @@ def click(x, y):
 
 
 def view(steps, final, spec=SPEC):
-    return TrajectoryView(goal="show my MAC address", steps=[
+    """Each step's frame shows its dump's texts (System C reads the frames, B the dumps)."""
+    return pictured(TrajectoryView(goal="show my MAC address", steps=[
         StepView(index=i, hierarchy=h, action=a) for i, (h, a) in enumerate(steps)],
-        final_hierarchy=final, verification=spec, known_path=PATH)
+        final_hierarchy=final, verification=spec, known_path=PATH))
 
 
 DONE = {"action": "terminate", "status": "success"}
 SUCCESS = view([(HOME, click(10, 10)), (SETTINGS, click(10, 10)), (WLAN, click(10, 10)), (MAC, DONE)], MAC)
 
 
-def test_success():
+def test_success(ocr):
     assert system_b_vote(SUCCESS).vote == "true"
     assert system_c_vote(SUCCESS).vote == "true"
 
@@ -50,26 +62,26 @@ def test_milestones_must_come_in_order():
     assert system_b_vote(backwards).vote == "false"
 
 
-def test_pseudo_completion():
+def test_pseudo_completion(ocr):
     pseudo = view([(HOME, click(10, 10)), (SETTINGS, click(10, 10)), (WLAN, DONE)], WLAN)
     vote = system_c_vote(pseudo)
     assert vote.vote == "false" and "pseudo-completion" in vote.rationale
 
 
-def test_a_loop():
+def test_a_loop(ocr):
     stuck = view([(HOME, click(10, 10))] + [(SETTINGS, click(500, 700))] * 4 + [(SETTINGS, DONE)],
                  SETTINGS, spec={})
     vote = system_c_vote(stuck)
     assert vote.vote == "false" and "loop" in vote.rationale
 
 
-def test_a_meaningless_detour():
+def test_a_meaningless_detour(ocr):
     detour = view([(HOME, click(10, i * 30)) for i in range(20)] + [(MAC, DONE)], MAC)
     vote = system_c_vote(detour)
     assert vote.vote == "false" and "detour" in vote.rationale
 
 
-def test_a_popup_blocked_run_is_env_error():
+def test_a_popup_blocked_run_is_env_error(ocr):
     popup = screen("Allow Notes to access photos?", "Allow", "Don't allow",
                    rid="com.android.permissioncontroller:id/permission_allow_button")
     blocked = view([(HOME, click(10, 10)), (popup, click(10, 10)), (popup, DONE)], popup)
@@ -80,40 +92,12 @@ def test_abstains_without_milestones():
     assert system_b_vote(view([(HOME, DONE)], HOME, spec={})).vote == "abstain"
 
 
-def test_system_b_reads_the_screenshot_where_the_hierarchy_lacks_the_text():
-    import io
-    import os
-    import shutil
-
-    import pytest
-    from PIL import Image, ImageDraw, ImageFont
-
-    if not shutil.which("tesseract"):
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI=true but Debian's tesseract-ocr is not installed")
-        pytest.skip("tesseract is not installed (apt-get install tesseract-ocr)")
-    image = Image.new("RGB", (1080, 600), "white")
-    ImageDraw.Draw(image).text((60, 250), "Order placed", fill="black",
-                               font=ImageFont.load_default(size=72))
-    buffer = io.BytesIO()
-    image.save(buffer, "PNG")
-    web_view = screen("")  # a web view: nothing readable in the hierarchy
-    spec = {"milestones": [{"name": "settings", "text": "WLAN"}, {"name": "placed", "text": "Order placed"}]}
-    view = TrajectoryView(goal="buy", steps=[
-        StepView(index=0, hierarchy=SETTINGS, action=click(1, 1)),
-        StepView(index=1, hierarchy=web_view, action=DONE, screenshot=lambda: buffer.getvalue())],
-        verification=spec)
-    vote = system_b_vote(view)
-    assert vote.vote == "true", vote.rationale
-    assert vote.details["reached"][1] == {"name": "placed", "at": 1, "by": "ocr"}
-
-
 PAY = screen("Order summary", "Pay now")
 PAYMENT_SPEC = {"milestones": [{"name": "payment page", "text": "Pay now"}], "handoff": "call_user"}
 HANDOFF = {"action": "call_user", "reason": "Confirm the payment yourself."}
 
 
-def test_a_correct_handoff_is_judged_true():
+def test_a_correct_handoff_is_judged_true(ocr):
     """Table 3: stopping at the payment screen and calling the user is how such a task ends."""
     from flywheel.rules.htsc import htsc_consensus
 
@@ -124,17 +108,153 @@ def test_a_correct_handoff_is_judged_true():
     assert htsc_consensus("true", b.vote, c.vote) == "true"
 
 
-def test_a_handoff_before_the_goal_state_is_not_success():
+def test_a_handoff_before_the_goal_state_is_not_success(ocr):
     early = view([(HOME, HANDOFF)], HOME, spec=PAYMENT_SPEC)
     assert system_c_vote(early).vote == "false"
 
 
-def test_declaring_success_where_the_user_was_to_take_over_is_false():
+def test_declaring_success_where_the_user_was_to_take_over_is_false(ocr):
     paid = view([(HOME, click(10, 10)), (PAY, DONE)], PAY, spec=PAYMENT_SPEC)
     vote = system_c_vote(paid)
     assert vote.vote == "false" and "hands over" in vote.rationale
 
 
-def test_a_handoff_the_spec_does_not_expect_is_left_to_the_other_systems():
+def test_a_handoff_the_spec_does_not_expect_is_left_to_the_other_systems(ocr):
     unexpected = view([(HOME, click(10, 10)), (SETTINGS, {"action": "call_user", "reason": "help"})], SETTINGS)
     assert system_c_vote(unexpected).vote == "abstain"
+
+
+# -- the pixel path (System C) and the blind dump (System B) -----------------------------------
+
+WEB_VIEW = ('<?xml version="1.0" ?><hierarchy rotation="0"><node index="0" text="" resource-id="" '
+            'class="android.webkit.WebView" package="p" content-desc="" bounds="[0,0][1080,2400]" /></hierarchy>')
+
+
+def framed(steps, final, spec=SPEC):
+    """steps: (dump, frame PNG or None, action); the final screen is the last step's."""
+    return TrajectoryView(goal="show my MAC address", steps=[
+        StepView(index=i, hierarchy=h, action=a, screenshot=(lambda png=png: png) if png else None)
+        for i, (h, png, a) in enumerate(steps)], final_hierarchy=final, verification=spec, known_path=PATH)
+
+
+def test_c_catches_a_pseudo_completion_the_dump_hides(ocr):
+    """The dump (taken mid-animation) shows the goal's text; the frame shows the page before it."""
+    from tests.flywheel.judging.pixels import frame_png
+
+    lying = framed([(HOME, frame_png("Settings", "Notes"), click(10, 10)),
+                    (SETTINGS, frame_png("WLAN", "Bluetooth"), click(10, 10)),
+                    (WLAN, frame_png("Advanced", "Saved networks"), click(10, 10)),
+                    (MAC, frame_png("Advanced", "Saved networks"), DONE)], MAC)
+    c, b = system_c_vote(lying), system_b_vote(lying)
+    assert c.vote == "false" and "pseudo-completion" in c.rationale and "MAC address" in c.rationale
+    assert b.vote == "true"  # the dump says so: the two stacks disagree, HTSC does not pass it unanimously
+
+
+def test_on_a_blind_dump_c_reads_the_goal_and_b_abstains(ocr):
+    from tests.flywheel.judging.pixels import frame_png
+
+    blind = framed([(HOME, frame_png("Settings", "Notes"), click(10, 10)),
+                    (SETTINGS, frame_png("WLAN", "Bluetooth"), click(10, 10)),
+                    (WLAN, frame_png("Advanced", "Saved networks"), click(10, 10)),
+                    (WEB_VIEW, frame_png("MAC address", "02:00:00:44:55:66"), DONE)], WEB_VIEW)
+    c, b = system_c_vote(blind), system_b_vote(blind)
+    assert c.vote == "true", c.rationale
+    assert b.vote == "abstain"
+    assert b.rationale == "the UI dump is blind on step 3's screen (web view / canvas): milestone mac cannot be read"
+    assert b.details["blind"] == {"step": 3, "milestone": "mac"}
+
+
+def test_b_votes_false_where_every_screen_after_the_last_milestone_is_readable():
+    readable = view([(HOME, click(10, 10)), (WEB_VIEW, click(10, 10)), (SETTINGS, click(10, 150)),
+                     (screen("Bluetooth"), DONE)], screen("Bluetooth"))
+    vote = system_b_vote(readable)  # the web view came before the last milestone held
+    assert vote.vote == "false" and "wlan" in vote.rationale
+
+
+def test_b_does_not_read_the_pixels():
+    from tests.flywheel.judging.pixels import frame_png
+
+    blind = framed([(SETTINGS, None, click(10, 10)), (WLAN, None, click(10, 10)),
+                    (WEB_VIEW, frame_png("MAC address"), DONE)], WEB_VIEW)
+    vote = system_b_vote(blind)
+    assert vote.vote == "abstain" and [r["by"] for r in vote.details["reached"]] == ["hierarchy", "hierarchy", None]
+
+
+def test_c_abstains_on_a_frame_missing_from_the_store(ocr):
+    def lost():
+        raise FileNotFoundError("blobs/ab/abcd.png")
+
+    missing = view([(HOME, click(10, 10)), (SETTINGS, click(10, 10)), (WLAN, click(10, 10)), (MAC, DONE)], MAC)
+    missing.steps[3].screenshot = lost
+    vote = system_c_vote(missing)
+    assert vote.vote == "abstain" and "step 3's frame is missing from the store" in vote.rationale
+    unrecorded = view([(HOME, click(10, 10)), (MAC, DONE)], MAC)
+    unrecorded.steps[1].screenshot = None
+    assert "no screenshot was stored for step 1's frame" in system_c_vote(unrecorded).rationale
+
+
+def test_c_abstains_when_ocr_fails_or_is_not_installed(monkeypatch):
+    from flywheel.judging import frames
+    from flywheel.screens.ocr import OcrFailed
+
+    def timed_out(png):
+        raise OcrFailed("OCR timed out after 30 s")
+
+    monkeypatch.setattr(frames, "ocr_words", timed_out)
+    vote = system_c_vote(SUCCESS)
+    assert vote.vote == "abstain" and "OCR timed out after 30 s" in vote.rationale
+    monkeypatch.setattr(frames, "ocr_words", lambda png: None)
+    vote = system_c_vote(SUCCESS)
+    assert vote.vote == "abstain" and "tesseract is not installed" in vote.rationale
+
+
+def test_a_loop_is_read_from_unchanged_frames_not_from_the_dump(ocr):
+    """The dumps differ (an animation's node), the frames do not (the clock aside): a loop; the
+    dumps are the same but a quantity changes on screen: progress."""
+    from tests.flywheel.judging.pixels import frame_png
+
+    cart = {"milestones": [{"name": "cart", "text": "Cart"}]}
+    tap = click(500, 700)
+    same = framed([(screen("Cart", f"frame {i}"), frame_png("Cart", "Quantity 1", clock=f"12:0{i}"), tap)
+                   for i in range(4)] + [(screen("Cart"), frame_png("Cart", "Quantity 1"), DONE)], screen("Cart"),
+                  spec=cart)
+    vote = system_c_vote(same)
+    assert vote.vote == "false" and vote.details == {"loop": 4, "kind": "loop"}, vote.rationale
+    counting = framed([(screen("Cart"), frame_png("Cart", f"Quantity {i}"), tap) for i in range(1, 5)]
+                      + [(screen("Cart"), frame_png("Cart", "Quantity 5"), DONE)], screen("Cart"), spec=cart)
+    assert system_c_vote(counting).vote == "true"
+
+
+def test_taps_that_land_with_no_effect_are_a_stall(ocr):
+    from tests.flywheel.judging.pixels import frame_png
+
+    page = frame_png("Cart", "Quantity 1")
+    taps = [click(100, 300), click(600, 900), click(300, 1500)]
+    stalled = framed([(screen("Cart"), page, tap) for tap in taps] + [(screen("Cart"), page, DONE)],
+                     screen("Cart"), spec={})
+    vote = system_c_vote(stalled)
+    assert vote.vote == "false" and vote.details == {"loop": 3, "kind": "stall"}, vote.rationale
+    dotted = framed([(screen("Cart"), frame_png("Cart", "Quantity 1", marks=[(600, 900)] * i), tap)
+                     for i, tap in enumerate(taps)] + [(screen("Cart"), frame_png("Cart", "Quantity 1",
+                                                                                  marks=[(600, 900)] * 3), DONE)],
+                    screen("Cart"), spec={})
+    assert system_c_vote(dotted).vote == "true"  # the first tap drew something: a change, not a stall
+
+
+def test_interference_is_read_from_the_pixels(ocr):
+    from tests.flywheel.judging.pixels import frame_png
+
+    crashed = framed([(HOME, frame_png("Settings", "Notes"), click(10, 10)),
+                      (WEB_VIEW, frame_png("Notes keeps stopping", "Close app"), DONE)], WEB_VIEW, spec={})
+    vote = system_c_vote(crashed)
+    assert vote.vote == "env_error" and vote.details == {"environment": "app crash"}
+    asked = framed([(HOME, frame_png("Allow Notes to access", "photos?", "While using the app", "Don't allow"),
+                     click(10, 10)), (HOME, frame_png("Settings", "Notes"), {"action": "terminate", "status": "failure"})],
+                   HOME, spec={})
+    assert system_c_vote(asked).details == {"environment": "permission dialog"}
+
+
+def test_an_id_only_final_milestone_is_not_checked_in_pixels(ocr):
+    spec = {"milestones": [{"name": "mac page", "resource_id": "com.android.settings:id/mac"}]}
+    vote = system_c_vote(view([(HOME, click(10, 10)), (MAC, DONE)], MAC, spec=spec))
+    assert vote.vote == "true" and "names no words (id only): not checked in pixels" in vote.rationale
