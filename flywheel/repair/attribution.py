@@ -12,11 +12,17 @@ A person's answer to a RuleFlag is the ECDM's (flywheel/repair/ecdm.py resolve_r
 
 A trajectory with no steps, no screenshots or unreadable dumps is still attributed: the evidence
 says what was missing, and nothing raises.
+
+Perception drift is checked against the pixels too: a tapping step whose [Decision] names an
+element, or whose dump is blind (web view, canvas), has its frame's OCR words passed to the rules
+(in screen pixels, as the action's points); a frame or an OCR that fails is noted as missing.
 """
 import hashlib
+import io
 import logging
 
 from django.db import transaction
+from PIL import Image, UnidentifiedImageError
 
 from devices.uitree import page_text, parse_hierarchy
 from flywheel.blobs import read_blob
@@ -24,7 +30,9 @@ from flywheel.judging.destinations import route_trajectory
 from flywheel.models import Attribution, Edge, GemPage, Outcome, Query, RuleFlag, Trajectory
 from flywheel.queries.gem import graph as gem
 from flywheel.rules.attribution import VERIFIER_DEFECT, Conclusion, cascaded_attribution
-from flywheel.rules.attribution_trace import StepFacts, TaskSpec, Trace, VoteFacts
+from flywheel.rules.attribution_trace import SeenWord, StepFacts, TaskSpec, Trace, VoteFacts, decision_label
+from flywheel.screens.blindness import hierarchy_is_blind
+from flywheel.screens.ocr import OcrFailed, ocr_words
 from flywheel.screens.page_identity import fingerprint, layout_of, match_page, thresholds_for
 from flywheel.screens.selectors import find
 
@@ -96,6 +104,43 @@ def gem_distances(query: Query, screens: dict) -> dict:
         return {}
 
 
+POINTED = ("click", "double_click", "long_press", "type")
+
+
+def wants_pixels(step, blind: bool) -> bool:
+    """A tap whose claim the pixels can check: its [Decision] names an element, or the dump is blind."""
+    action = step.executed_action if isinstance(step.executed_action, dict) else {}
+    if action.get("action") not in POINTED or not isinstance(action.get("point"), (list, tuple)):
+        return False
+    return blind or bool(decision_label(step.cot if isinstance(step.cot, dict) else {}))
+
+
+def frame_words(step, missing: list) -> tuple | None:
+    """The OCR words of the step's frame, boxes scaled to the screen's pixels; None when not read
+    (no frame, tesseract not installed, or a failure noted in `missing`)."""
+    if not step.screenshot:
+        return None
+    try:
+        png = read_blob(step.screenshot.name)
+        words = ocr_words(png)
+        size = Image.open(io.BytesIO(png)).size
+    except (OSError, UnidentifiedImageError):
+        missing.append(f"step {step.index}: screenshot unreadable")
+        return None
+    except OcrFailed as error:
+        missing.append(f"step {step.index}: {error}")
+        return None
+    if words is None:
+        return None
+    screen = (step.timings or {}).get("screen") if isinstance(step.timings, dict) else None
+    try:
+        sx, sy = int(screen[0]) / size[0], int(screen[1]) / size[1]
+    except (TypeError, ValueError, IndexError, ZeroDivisionError):
+        sx = sy = 1.0  # no recorded screen size: the frame is the screen
+    return tuple(SeenWord(w.text, (round(w.left * sx), round(w.top * sy), round((w.left + w.width) * sx),
+                                   round((w.top + w.height) * sy))) for w in words)
+
+
 def latest_votes(trajectory: Trajectory) -> list[VoteFacts]:
     latest = {}
     for vote in trajectory.votes.order_by("-created_at", "-pk"):
@@ -125,6 +170,8 @@ def trace_of(trajectory: Trajectory) -> tuple[Trace, list[str]]:
         dumps[step.index] = text or ""
         screens[step.index] = (text or "", step.screenshot.name if step.screenshot else "")
     distances = gem_distances(query, screens)
+    blind = {s.index: bool(dumps[s.index]) and hierarchy_is_blind(dumps[s.index]) for s in stored}
+    words = {s.index: frame_words(s, missing) for s in stored if wants_pixels(s, blind[s.index])}
     steps = tuple(StepFacts(
         index=s.index, hierarchy=dumps[s.index],
         action=s.executed_action if isinstance(s.executed_action, dict) else None,
@@ -132,7 +179,7 @@ def trace_of(trajectory: Trajectory) -> tuple[Trace, list[str]]:
         anomaly=s.anomaly if isinstance(s.anomaly, dict) else None, page=page_key(dumps[s.index]),
         milestones=milestones_on(dumps[s.index], milestones), gem_distance=distances.get(s.index),
         screenshot=bool(s.screenshot), answer=str((s.edit or {}).get("clarify_answer") or "")
-        if isinstance(s.edit, dict) else "") for s in stored)
+        if isinstance(s.edit, dict) else "", words=words.get(s.index), blind=blind[s.index]) for s in stored)
     votes = latest_votes(trajectory)
     verdict = trajectory.verdicts.order_by("-created_at", "-pk").first()
     safety = ""

@@ -26,6 +26,7 @@ from flywheel.rules.attribution_model import (
     path_alignment,
     perception_slip,
     resolvable_at,
+    target_words,
     trailing_repeats,
 )
 from flywheel.rules.attribution_trace import CLEAR, FOUND, Finding, Trace, ending, good_prefix_before
@@ -211,7 +212,7 @@ def model_failure_attribution(trace: Trace, align: Alignment | None) -> Finding:
                                          f"(next: {_describe(expected)})", resolvable))
         elif resolvable:
             targets = expected_targets(by_index[index], expected)
-            slip = perception_slip(by_index[index], targets)
+            slip = perception_slip(by_index[index], targets, target_words(expected))
             what = {"premature_end": "gave up", "missed": "looked past the path's next step"}.get(kind, "left the path")
             where = f"{_describe(expected)} was on the screen" if targets else f"the path goes on with {_describe(expected)}"
             candidates.append(_Candidate(index, PERCEPTION_DRIFT, slip or f"{what} where {where}", True))

@@ -2,7 +2,9 @@
 
 Only reached once the environment (Level 1) and the task and its verifiers (Level 2) are cleared.
 Structured causes, in the report's words: perception drift (a tap off any element, an element
-other than the one the [Decision] named, an element other than the one the path goes through),
+other than the one the [Decision] named, an element other than the one the path goes through —
+checked against the dump, and against the frame's OCR words: the named words shown away from
+where the tap landed, or, where the dump is blind, not shown at all),
 state-tracking errors (returning to pages already seen without progress: loops across pages),
 constraint violations (a required condition skipped, success declared with the query's
 milestones only partly met) — and an over-scoped task: a correct prefix with milestone progress,
@@ -24,10 +26,13 @@ from flywheel.rules.attribution_trace import (
     Trace,
     clickable_ancestor_hit,
     decision_label,
+    distance_to,
     hit_node,
     label_matches,
     roots_of,
     selector_nodes,
+    words_near,
+    words_showing,
 )
 from flywheel.rules.ecdm import CONSTRAINT_VIOLATION, OVER_SCOPED, PERCEPTION_DRIFT, STATE_TRACKING
 from flywheel.rules.repetition import same_action
@@ -36,6 +41,7 @@ from flywheel.rules.stops import AGENT_STOPS
 MAX_LOOP_BLOCK = 4         # a cycle of up to this many pages, gone round twice, is a loop
 POINTED = ("click", "double_click", "long_press")
 PRIORITY = {CONSTRAINT_VIOLATION: 0, STATE_TRACKING: 1, PERCEPTION_DRIFT: 2, OVER_SCOPED: 3}
+NEAR_PX = 90               # a tap this close to a word's box landed on it (a row's half height and a margin)
 
 
 def interfered(step: StepFacts) -> bool:
@@ -58,6 +64,14 @@ class Alignment:
 def _same_app(a, b) -> bool:
     a, b = str(a or "").lower().strip(), str(b or "").lower().strip()
     return bool(a and b) and (a == b or a in b or b in a)
+
+
+def target_words(expected: dict) -> str:
+    """The words the path step's target shows on screen ('' when it names none: an id, a description)."""
+    target = expected.get("target")
+    if not isinstance(target, dict):
+        return ""
+    return str(target.get("text") or target.get("text_contains") or "")
 
 
 def expected_targets(step: StepFacts, expected: dict) -> list[UiNode] | None:
@@ -184,9 +198,12 @@ def resolvable_at(trace: Trace, align: Alignment, step_index: int) -> bool | Non
     if position is None or position >= align.total:
         return None
     step = next(s for s in trace.steps if s.index == step_index)
-    targets = expected_targets(step, trace.spec.path_steps[position])
+    expected = trace.spec.path_steps[position]
+    targets = expected_targets(step, expected)
     if targets is None:
         return True
+    if not targets and step.blind and step.words is not None and target_words(expected):
+        return bool(words_showing(step.words, target_words(expected)))  # the dump cannot tell: the pixels do
     return bool(targets) if step.hierarchy else False
 
 
@@ -285,16 +302,60 @@ def _nearest(roots: list[UiNode], x: int, y: int) -> tuple[UiNode | None, float]
     return best, distance
 
 
-def perception_slip(step: StepFacts, targets: list[UiNode] | None = None) -> str:
+def perception_slip(step: StepFacts, targets: list[UiNode] | None = None, expected_words: str = "") -> str:
     """Why the step's tap shows the model mis-seeing the screen ('' when it does not): a tap off
     every element (an offset), an element other than the one its [Decision] named (confusion),
-    or — given the path's targets — not on the element the path goes through."""
+    or — given the path's targets — not on the element the path goes through. Read on the dump
+    where it can be read, then on the frame's OCR words (pixel_slip): a dump taken mid-animation
+    or a blind one (web view, canvas) does not get the last word."""
     action = step.action or {}
     point = action.get("point")
-    if action.get("action") not in (*POINTED, "type") or not step.hierarchy or not isinstance(point, (list, tuple)):
+    if action.get("action") not in (*POINTED, "type") or not isinstance(point, (list, tuple)) or len(point) != 2:
         return ""
-    if interfered(step):
+    if step.hierarchy and not step.blind:
+        if interfered(step):
+            return ""
+        slip = _dump_slip(step, targets, point)
+        if slip:
+            return slip
+    return pixel_slip(step, expected_words)
+
+
+def pixel_slip(step: StepFacts, expected_words: str = "") -> str:
+    """The model's claim against the pixels ('' when they agree or were not read): the words its
+    [Decision] named are on the frame but not near where the tap landed (confusion); on a blind dump,
+    they are not on the frame at all, or the path's target words (`expected_words`) are shown away
+    from the tap."""
+    point = (step.action or {}).get("point")
+    if step.words is None or not isinstance(point, (list, tuple)) or len(point) != 2:
         return ""
+    x, y = int(point[0]), int(point[1])
+    readable = bool(step.hierarchy) and not step.blind
+    near = words_near(step.words, x, y, NEAR_PX) or "no words"
+    label = decision_label(step.cot)
+    if label:
+        shown = words_showing(step.words, label)
+        if shown and all(distance_to(box, x, y) > NEAR_PX for box in shown):
+            cx, cy = _center(min(shown, key=lambda box: distance_to(box, x, y)))
+            return (f"element confusion (read on screen): the [Decision] named \"{label}\", shown at ({cx}, {cy}), "
+                    f"but the tap at ({x}, {y}) landed near \"{near}\"")
+        if not shown and not readable:  # on a readable dump OCR missing a word is no evidence
+            return (f"the [Decision] named \"{label}\", which the screen does not show (OCR); the tap at "
+                    f"({x}, {y}) landed near \"{near}\"")
+    if expected_words and not readable:
+        shown = words_showing(step.words, expected_words)
+        if shown and all(distance_to(box, x, y) > NEAR_PX for box in shown):
+            cx, cy = _center(shown[0])
+            return (f"element confusion (read on screen): the tap at ({x}, {y}) landed near \"{near}\" where the "
+                    f"path goes through \"{expected_words}\", shown at ({cx}, {cy})")
+    return ""
+
+
+def _center(box: tuple) -> tuple[int, int]:
+    return (box[0] + box[2]) // 2, (box[1] + box[3]) // 2
+
+
+def _dump_slip(step: StepFacts, targets: list[UiNode] | None, point) -> str:
     roots = roots_of(step)
     hit, label = hit_node(step), decision_label(step.cot)
     x, y = int(point[0]), int(point[1])

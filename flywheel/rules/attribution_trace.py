@@ -4,10 +4,13 @@ The service (flywheel/repair/attribution.py) builds a Trace from the database: e
 screen (uiautomator XML), its executed action and reasoning, the anomaly injected before it, a
 page fingerprint, the query's milestones that hold on it and the GEM distance to the target page.
 The rules (attribution_environment.py, attribution_model.py, attribution.py) are pure functions of
-a Trace, so each of the report's cases is a test with screens and actions written out.
+a Trace, so each of the report's cases is a test with screens and actions written out. What the
+pixels show comes in as data too: the OCR words of a step's frame (SeenWord, in screen pixels) and
+whether its dump is blind, both read by the service (the rules read no image).
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -32,6 +35,16 @@ class StepFacts:
     gem_distance: int | None = None     # GEM edges from this screen's page to the target page
     screenshot: bool = True             # a screenshot was stored
     answer: str = ""                    # the answer a clarify at this step got ('' none)
+    words: tuple | None = None          # SeenWord: the OCR words of its frame (None: not read)
+    blind: bool = False                 # the dump cannot be read (web view, canvas): only pixels tell
+
+
+@dataclass(frozen=True)
+class SeenWord:
+    """One word OCR read on a step's frame, its box in screen pixels (as the action's points)."""
+
+    text: str
+    bounds: tuple                       # (x1, y1, x2, y2)
 
 
 @dataclass(frozen=True)
@@ -207,3 +220,34 @@ def clickable_ancestor_hit(roots: list[UiNode], targets: list[UiNode], point) ->
     if hit is None or not (hit.clickable or hit.long_clickable):
         return False
     return any(n is t for n in hit.walk() for t in targets)
+
+
+# -- pixels --------------------------------------------------------------------------------------
+
+def _token(text: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", text.lower().replace("’", "'"))
+
+
+def words_showing(words, label: str) -> list[tuple]:
+    """The boxes (x1, y1, x2, y2) where the label's words appear on the frame, in order and next to
+    each other (OCR reading order), the punctuation and case aside."""
+    wanted = [t for t in (_token(w) for w in label.split()) if t]
+    seen = [(t, w.bounds) for w in words or () if (t := _token(w.text))]
+    found = []
+    for i in range(len(seen) - len(wanted) + 1):
+        if wanted and [t for t, _ in seen[i:i + len(wanted)]] == wanted:
+            boxes = [b for _, b in seen[i:i + len(wanted)]]
+            found.append((min(b[0] for b in boxes), min(b[1] for b in boxes),
+                          max(b[2] for b in boxes), max(b[3] for b in boxes)))
+    return found
+
+
+def distance_to(box: tuple, x: int, y: int) -> float:
+    x1, y1, x2, y2 = box
+    return math.dist((x, y), (min(max(x, x1), x2), min(max(y, y1), y2)))
+
+
+def words_near(words, x: int, y: int, radius: float) -> str:
+    """The words within `radius` px of a point, nearest first (at most five)."""
+    close = sorted((distance_to(w.bounds, x, y), w.text) for w in words or ())
+    return " ".join(text for d, text in close[:5] if d <= radius)
