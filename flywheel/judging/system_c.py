@@ -33,9 +33,8 @@ from flywheel.rules.stops import AGENT_STOPS
 
 # Words on screen (as tokens(): lower case, no punctuation) → the environmental cause they show.
 INTERFERENCE = {
-    ("keeps", "stopping"): "app crash", ("has", "stopped"): "app crash",
-    ("isnt", "responding"): "app not responding",
-    ("no", "internet"): "network failure", ("network", "unavailable"): "network failure",
+    ("keeps", "stopping"): "app crash", ("isnt", "responding"): "app not responding",
+    ("no", "internet", "connection"): "network failure", ("network", "unavailable"): "network failure",
     ("dont", "allow"): "permission dialog", ("while", "using", "the", "app"): "permission dialog",
     ("only", "this", "time"): "permission dialog",
 }
