@@ -85,11 +85,13 @@ def concrete(step: dict, xml: str) -> dict | None:
         if node is None:
             return None
         point = list(node.center)
-    keep = {k: v for k, v in step.items() if k not in ("target", "point")}
+    keep = {k: v for k, v in step.items() if k not in ("target", "point", "coords")}
+    # a resolved target is in pixels; a step written as a point keeps its own convention
+    coords = "pixel" if target else step.get("coords", "pixel")
     if name in ("click", "double_click", "long_press", "set_scroll_widget"):
-        return {**keep, "point": point, "coords": "pixel"} if point else None
+        return {**keep, "point": point, "coords": coords} if point else None
     if name in ("type", "swipe") and point:
-        return {**keep, "point": point, "coords": "pixel"}
+        return {**keep, "point": point, "coords": coords}
     return keep
 
 

@@ -20,6 +20,7 @@ from django.db.models import Count, Exists, Max, OuterRef, Q
 from devices.uitree import page_text, parse_hierarchy
 from flywheel import tallies
 from flywheel.judging import system_b, system_c
+from flywheel.judging.calibration_purity import where_purity_holds
 from flywheel.judging.frames import Frames
 from flywheel.judging.pipeline import trajectory_view
 from flywheel.judging.thresholds import active_thresholds, latest_round
@@ -258,13 +259,15 @@ def calibrate(user=None) -> CalibrationRound:
     cases = adjudicated_cases()
     enough = len(cases) >= min_cases()
     chosen = choose_thresholds(cases, current) if enough else current
+    chosen, purity_note, set_figures = where_purity_holds(chosen, CANDIDATES)
     before, after = measure(cases, current), measure(cases, chosen)
     changed = [f"{system}.{name}: {current[system][name]:g} → {value:g}"
                for system, values in chosen.items() for name, value in values.items()
                if float(value) != float(current[system][name])]
     note = ("" if enough else f"only {len(cases)} adjudicated trajectories (at least {min_cases()} needed): "
                               "thresholds kept")
-    after.update(changed=changed, note=note, stored=system_agreement())
+    note = "; ".join(part for part in (note, purity_note) if part)
+    after.update(changed=changed, note=note, stored=system_agreement(), judge_set=set_figures)
     rate, counted = consensus_since(previous.created_at if previous else None)
     try:
         with transaction.atomic():

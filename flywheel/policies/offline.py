@@ -118,6 +118,9 @@ class OfflinePolicy:
         point = list(node.center) if node else None
         label = label_of(node) if node else None
         pixel = {"coords": "pixel"}
+        if not target and isinstance(step.get("point"), list):
+            # a step on a page whose dump is blind names where to touch, not what (its own coords)
+            point, pixel = list(step["point"]), {"coords": step.get("coords", "pixel")}
         if name in ("click", "double_click", "long_press"):
             if point is None:
                 return None, None

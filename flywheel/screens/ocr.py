@@ -64,8 +64,8 @@ def _tesseract(png: bytes) -> str:
         except subprocess.TimeoutExpired:
             raise OcrFailed(f"OCR timed out after {_timeout_s():g} s") from None
     if result.returncode != 0:
-        message = result.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise OcrFailed(f"OCR failed: {(message or ['exit status %d' % result.returncode])[-1][:120]}")
+        message = result.stderr.decode("utf-8", "replace").strip().splitlines() or [f"exit status {result.returncode}"]
+        raise OcrFailed(f"OCR failed: {message[-1][:120]}")
     return result.stdout.decode("utf-8", "replace")
 
 

@@ -144,3 +144,17 @@ def test_a_switch_already_as_wanted_matched_by_its_summary_does_not_stall_the_po
                         foreground={"package": "com.x"}, apps=["com.x"])
     proposal = OfflinePolicy().propose(state)
     assert proposal.action["action"] in ("terminate", "swipe", "click", "system_button")
+
+
+def test_a_path_step_written_as_a_point_is_touched_there_in_its_own_coords():
+    """On a page whose dump is blind (a web view), a known path names where to touch, not what."""
+    xml = ('<?xml version="1.0"?><hierarchy><node package="com.sim.tickets" class="android.webkit.WebView" '
+           'bounds="[0,0][1080,2400]" text="" resource-id="" content-desc=""/></hierarchy>')
+    state = PolicyState(goal="Book seat B2", history=[type("H", (), {"action": {"action": "open", "app": "com.sim.tickets"},
+                                                                      "cot": {}})()],
+                        screenshots=[b"x"], hierarchy_xml=xml, foreground={"package": "com.sim.tickets"},
+                        apps=["com.sim.tickets"],
+                        known_path={"steps": [{"action": "open", "app": "com.sim.tickets"},
+                                              {"action": "click", "point": [412, 530], "coords": "thousandths"}]})
+    proposal = OfflinePolicy().propose(state)
+    assert proposal.action == {"action": "click", "point": [412, 530], "coords": "thousandths"}
