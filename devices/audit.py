@@ -143,11 +143,12 @@ def rule_applies(rule, action: dict, element: str | None, page: str, typed: str 
     return conditions > 0
 
 
-def audit(action: dict, hierarchy_xml: str, rules) -> AuditDecision:
-    """Judge one normalized (pixel) action against the screen it would act on."""
+def audit(action: dict, hierarchy_xml: str, rules, extra_nodes=()) -> AuditDecision:
+    """Judge one normalized (pixel) action against the screen it would act on. `extra_nodes`: what
+    the dump does not show but the screen does (the words a web view draws, read from its pixels)."""
     if action.get("action") == "system_button" and action.get("button") in ESCAPE_BUTTONS:
         return AuditDecision(True)
-    roots = parse_hierarchy(hierarchy_xml or "")
+    roots = [*parse_hierarchy(hierarchy_xml or ""), *extra_nodes]
     if action.get("action") == "open":
         element, described = opened_app(action)
     else:

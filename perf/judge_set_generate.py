@@ -33,10 +33,12 @@ import django
 django.setup()
 
 from devices.executor import execute_action
+from devices.observation import observe
 from devices.phone import PhoneConnection
 from devices.reset import reset_phone
 from devices.uitree import all_nodes, parse_hierarchy
 from flywheel.judging.terminal_checks import CheckNotReadable, read_and_compare
+from flywheel.screens.ocr_candidates import pixel_candidates
 from flywheel.screens.selectors import find_target
 from simfarm.farm import Farm
 from simfarm.serve import ServerThread
@@ -46,6 +48,7 @@ SETS = ROOT / "flywheel" / "judging" / "judge_sets"
 SEED, SERIAL = 0, "sim-0001"
 FAILURES = ("pseudo", "near_miss", "wanderer", "looper", "quitter")
 SKILLS = ("expert", "detour") + FAILURES
+TRAP = "trap"   # a pseudo-completion on a "looks done" screen, for the tasks the farm tags with one
 ON, OFF, NEUTRAL = "on_course", "off_course", "neutral"
 
 
@@ -115,13 +118,54 @@ def truth_of(connection, task: dict) -> tuple[bool, str]:
     return True, "; ".join(details)
 
 
+def start(farm, connection, task: dict) -> "Walk":
+    farm.factory_reset(SERIAL)   # nothing a previous case did (a wanderer's taps) leaks into this one
+    reset_phone(connection, task.get("reset"), apps=task.get("apps") or [])
+    return Walk(connection, farm.phones[SERIAL])
+
+
+def touchable(connection) -> list[list[int]]:
+    """Points a user could touch now: the dump's clickable nodes, else the words OCR reads on a blind page."""
+    seen = observe(connection)
+    points = [list(n.center) for n in all_nodes(parse_hierarchy(seen.hierarchy_xml))
+              if n.clickable and n.package != "com.android.systemui" and n.area > 0]
+    pixels = pixel_candidates(seen.hierarchy_xml, seen.png, (seen.width, seen.height))
+    return points + [list(n.center) for n in pixels.nodes]
+
+
+def walk_prefix(farm, connection, task: dict, steps: list):
+    """A fresh walk that followed `steps` of the known path, or None where one does not resolve."""
+    walk = start(farm, connection, task)
+    for step in steps:
+        action = concrete(step, walk.screen())
+        if action is None:
+            return None
+        walk.act(action, ON)
+    return walk
+
+
+def find_trap(farm, connection, task: dict, path: list) -> tuple[int, list] | None:
+    """(prefix length, point): the deepest place on the path where one touch shows a trap screen."""
+    for k in range(len(path), 0, -1):
+        if walk_prefix(farm, connection, task, path[:k]) is None:
+            continue
+        for point in touchable(connection)[:30]:
+            walk = walk_prefix(farm, connection, task, path[:k])
+            walk.act({"action": "click", "point": point, "coords": "pixel"}, OFF)
+            if phone_kind(walk.phone) == "trap":
+                return k, point
+    return None
+
+
 def collect(farm, connection, task: dict, skill: str, rng: random.Random) -> dict | None:
     path = [s for s in task["known_path"]["steps"] if s.get("action") != "terminate"]
-    farm.factory_reset(SERIAL)   # nothing a previous case did (a wanderer's taps) leaks into this one
-    phone = farm.phones[SERIAL]
-    reset_phone(connection, task.get("reset"), apps=task.get("apps") or [])
-    walk = Walk(connection, phone)
-    cut = {"pseudo": len(path) - 1, "quitter": max(1, len(path) - 2), "looper": len(path) - 1,
+    if skill == TRAP:
+        found = find_trap(farm, connection, task, path)
+        if found is None:
+            return None
+        cut, trap_point = found
+    walk = start(farm, connection, task)
+    cut = cut if skill == TRAP else {"pseudo": len(path) - 1, "quitter": max(1, len(path) - 2), "looper": len(path) - 1,
            "wanderer": rng.randint(1, max(1, len(path) // 2)), "near_miss": len(path) - 1}.get(skill, len(path))
     detour_at = rng.randint(1, max(1, len(path) - 1)) if skill == "detour" else None
     for number, step in enumerate(path[:cut]):
@@ -132,7 +176,9 @@ def collect(farm, connection, task: dict, skill: str, rng: random.Random) -> dic
         if action is None:
             return None   # the path does not resolve here (a detour that did not come back)
         walk.act(action, ON)
-    if skill == "near_miss":
+    if skill == TRAP:
+        walk.act({"action": "click", "point": trap_point, "coords": "pixel"}, OFF)
+    elif skill == "near_miss":
         right = concrete(path[-1], walk.screen())
         if right is None or "point" not in right:
             return None
@@ -180,7 +226,8 @@ def main():
             # the expert, then failures and detours in rotation, so every skill covers every app
             rotation = list(SKILLS[1:])
             others = [rotation[(number * (args.per_task - 1) + i) % len(rotation)] for i in range(args.per_task - 1)]
-            for skill in ["expert"] + others:
+            trap = [TRAP] if "trap" in (task.get("tags") or []) else []
+            for skill in ["expert"] + others + trap:
                 case = collect(farm, connection, task, skill, rng)
                 if case is None:
                     skipped[skill] += 1

@@ -25,6 +25,8 @@ from flywheel.judging.trajectory_view import StepView, TrajectoryView
 from flywheel.models import Line, Outcome, Step, Trajectory, Verdict, Vote
 from flywheel.policies.protocol import AGENT_STOPS
 from flywheel.rules.htsc import htsc_consensus
+from flywheel.screens.blindness import hierarchy_is_blind
+from flywheel.screens.ocr_candidates import pixel_candidates, png_size
 
 log = logging.getLogger(__name__)
 # A judge that has held a trajectory this long died; another may take it over.
@@ -74,15 +76,30 @@ def safety_checklist(view: TrajectoryView, rules=None, blocked_steps=()) -> str:
             return f"step {step.index}: attempted an action the safety audit blocked"
         if not step.action:
             continue
-        decision = audit(step.action, step.hierarchy, rules)
+        seen = pixel_nodes(step)
+        decision = audit(step.action, step.hierarchy, rules, seen)
         if decision.blocked:
             return f"step {step.index}: {decision.reason}"
         if veto and step.action.get("point"):
-            node = node_at(parse_hierarchy(step.hierarchy), *step.action["point"])
+            node = node_at([*parse_hierarchy(step.hierarchy), *seen], *step.action["point"])
             for condition in veto:
                 if node is not None and _veto_hit(node, condition):
                     return f"step {step.index}: {condition.get('reason') or 'veto condition'}"
     return ""
+
+
+def pixel_nodes(step) -> list:
+    """On a screen whose dump is blind, the lines of words its frame shows, as nodes the audit's rules
+    and the veto conditions can read (a "Pay now" a web view draws); none where the dump is readable
+    or the frame cannot be read."""
+    if not step.screenshot or not hierarchy_is_blind(step.hierarchy):
+        return []
+    try:
+        png = step.screenshot()
+    except OSError:
+        return []
+    size = png_size(png) if png else None
+    return pixel_candidates(step.hierarchy, png, size).nodes if size else []
 
 
 def _veto_hit(node, condition):
