@@ -1,7 +1,9 @@
 """Real-phone mode: a phone answers only what a real Android phone answers.
 
 A real phone has no `content://com.sim.*` or `content://sim/*` providers (the farm's windows onto
-third-party apps' state and its own test hooks) and no receiver for `com.sim.*` broadcasts, and its
+third-party apps' state and its own test hooks), nor one onto the Settings app's own pages
+(`content://com.android.settings/...`: saved networks, paired devices; system settings themselves stay
+readable as `content://settings/...` and `settings get`) and no receiver for `com.sim.*` broadcasts, and its
 `dumpsys input` has no farm-only gesture log. Everything else (settings, files, dumpsys, pm, am,
 input, screencap, uiautomator) is the same in both modes.
 """
@@ -17,7 +19,7 @@ def authority(uri: str) -> str:
 
 def farm_only_uri(uri: str) -> bool:
     name = authority(uri)
-    return name == "sim" or name.startswith("com.sim.")
+    return name in ("sim", "com.android.settings") or name.startswith("com.sim.")
 
 
 def farm_only_broadcast(action: str) -> bool:

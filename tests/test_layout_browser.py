@@ -11,8 +11,8 @@ from tests.conftest import log_in_browser
 pytestmark = pytest.mark.django_db(transaction=True)
 
 VIEWPORTS = ((1280, 800), (1440, 900))
-WORK = {"manager": ["Calibration", "Function trees", "Query review"],
-        "admin": ["My queue", "Repairs", "Adjudication", "Calibration", "Function trees", "Query review"]}
+WORK = {"manager": ["Calibration", "Judges vs truth", "Function trees", "Query review"],
+        "admin": ["My queue", "Repairs", "Adjudication", "Calibration", "Judges vs truth", "Function trees", "Query review"]}
 GROUPS = {"Data": ["Queries", "Runs", "Exploration", "Generation", "GEM", "Ledger", "Pools", "Failure classes",
                    "Rule flags"],
           "Models": ["Training", "Loops", "Endpoints", "Demo", "Benchmarks"],

@@ -13,11 +13,16 @@ from PIL import Image, ImageChops, UnidentifiedImageError
 
 from flywheel.judging.trajectory_view import TrajectoryView
 from flywheel.screens.ocr import OcrFailed, OcrWord, ocr_words
+from flywheel.screens.ocr_candidates import contrast_frame
 
 STATUS_BAR_SHARE = 0.04   # the top band (clock, battery, notification icons) changes on its own
 THUMB_SCALE = 0.5         # half size still shows one digit changing (a quantity 1 → 2)
 PIXEL_DELTA = 32          # grey levels a pixel must move to count as changed (compression noise)
 CHANGED_PIXELS = 48       # fewer changed pixels than this (in the thumbnail) is the same frame
+COVERED_MIN_WORDS = 4     # a text this long may be matched by most of its words
+HORIZONTAL_WEIGHT = 0.25  # words_at: how much a horizontal offset counts against a vertical one
+SAME_TARGET_PX = 25       # words_at: words this much farther than the nearest belong to the same target
+COVERED_SHARE = 0.8
 
 
 class FrameUnreadable(Exception):
@@ -28,6 +33,17 @@ def tokens(text: str) -> list[str]:
     """Lower-case words with their punctuation dropped ("Don't" → "dont"), as OCR and specs compare."""
     words = (re.sub(r"[^0-9a-z]", "", w) for w in text.lower().replace("’", "'").split())
     return [w for w in words if w]
+
+
+def covers(haystack: list[str], needle: list[str]) -> bool:
+    """The needle's words are on the frame: next to each other in order, or — for a longer text, which
+    OCR rarely reads whole (prices, links, punctuation) — at least COVERED_SHARE of its words."""
+    if contains_sequence(haystack, needle):
+        return True
+    if len(needle) < COVERED_MIN_WORDS:
+        return False
+    present = set(haystack)
+    return sum(1 for word in needle if word in present) >= COVERED_SHARE * len(needle)
 
 
 def contains_sequence(haystack: list[str], needle: list[str]) -> bool:
@@ -43,7 +59,7 @@ class Frames:
     def __init__(self, view: TrajectoryView):
         self.view = view
         self.loaders = view.screenshot_loaders()
-        self._png, self._words, self._thumb = {}, {}, {}
+        self._png, self._words, self._thumb, self._contrast, self._size = {}, {}, {}, {}, {}
 
     def __len__(self):
         return len(self.loaders)
@@ -82,9 +98,59 @@ class Frames:
         """The frame's words in reading order, as tokens()."""
         return tokens(" ".join(w.text for w in self.words(i)))
 
+    def contrast_words(self, i: int) -> list[OcrWord]:
+        """The words a second reading finds where light words sit on coloured buttons (tesseract reads
+        dark on light): each pixel against its neighbourhood (ocr_candidates.contrast_frame)."""
+        if i not in self._contrast:
+            inverted = contrast_frame(self.png(i))
+            try:
+                found = ocr_words(inverted) if inverted else []
+            except OcrFailed as error:
+                raise FrameUnreadable(f"OCR of {self.label(i)} failed: {error}") from None
+            self._contrast[i] = found or []
+        return self._contrast[i]
+
+    def contrast_tokens(self, i: int) -> list[str]:
+        return tokens(" ".join(w.text for w in self.contrast_words(i)))
+
+    def size(self, i: int) -> tuple[int, int]:
+        self._thumbnail(i)
+        return self._size[i]
+
     def shows(self, i: int, text: str) -> bool:
-        """The words of `text` appear on the frame, in order and next to each other."""
-        return contains_sequence(self.tokens(i), tokens(text))
+        """The words of `text` appear on the frame (covers()); the second reading only when the first
+        does not find them."""
+        needle = tokens(text)
+        return covers(self.tokens(i), needle) or covers(self.tokens(i) + self.contrast_tokens(i), needle)
+
+    def lines(self, i: int) -> list[list[str]]:
+        """The frame's lines of words (both readings), as tokens()."""
+        found = []
+        for words in (self.words(i), self.contrast_words(i)):
+            by_line = {}
+            for word in words:
+                by_line.setdefault(word.line, []).append(word.text)
+            found += [tokens(" ".join(texts)) for texts in by_line.values()]
+        return [line for line in found if line]
+
+    def lines_at(self, i: int, point: tuple[int, int]) -> list[list[str]]:
+        """The lines of words (both readings) a touch at `point` landed on: those of the nearest words,
+        the vertical distance counting most (a row is touched anywhere along it, its title at its left)."""
+        x, y = point
+
+        def distance(w):
+            dx = max(w.left - x, 0, x - (w.left + w.width))
+            dy = max(w.top - y, 0, y - (w.top + w.height))
+            return dy + HORIZONTAL_WEIGHT * dx
+        readings = [self.words(i), self.contrast_words(i)]
+        if not any(readings):
+            return []
+        nearest = min(distance(w) for words in readings for w in words)
+        landed = []
+        for words in readings:   # the whole line of every word the touch landed on ("Add to cart")
+            lines = {w.line for w in words if distance(w) <= nearest + SAME_TARGET_PX}
+            landed += [tokens(" ".join(w.text for w in words if w.line == line)) for line in lines]
+        return [line for line in landed if line]
 
     def _thumbnail(self, i: int):
         if i not in self._thumb:
@@ -93,6 +159,7 @@ class Frames:
             except (UnidentifiedImageError, OSError, ValueError):
                 raise FrameUnreadable(f"{self.label(i)} is not a readable image") from None
             width, height = image.size
+            self._size[i] = (width, height)
             band = int(height * STATUS_BAR_SHARE)
             body = image.crop((0, band, width, height))
             size = (max(1, round(width * THUMB_SCALE)), max(1, round((height - band) * THUMB_SCALE)))

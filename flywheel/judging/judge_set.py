@@ -66,14 +66,14 @@ def replay(phone, case: dict) -> list[dict]:
     """Reset the phone as the case's query asks, then run its actions, observing the screen before
     each one (and after the last) as a collection line does; frames go to the blob store."""
     reset_phone(phone, case.get("reset"), apps=case.get("apps") or [])
-    steps = []
-    for index, action in enumerate(case["actions"]):
+    steps, actions = [], case["actions"]
+    for index, action in enumerate(actions):
         seen = observe(phone)
         steps.append({"index": index, "screenshot": store_blob(seen.png, "png"),
                       "hierarchy": store_blob(seen.hierarchy_xml.encode("utf-8"), "xml"),
                       "package": seen.foreground.get("package", ""), "action": action})
-        if action.get("action") in AGENT_STOPS:
-            break
+        if index == len(actions) - 1 and action.get("action") in AGENT_STOPS:
+            break   # the ending; a clarification asked on the way is carried out like any step
         result = execute_action(phone, action, seen.hierarchy_xml)
         if not result.ok:
             steps[-1]["error"] = (result.error or "the action failed")[:200]

@@ -24,11 +24,12 @@ import re
 
 from flywheel.endpoints.chat import JudgeUnavailable
 from flywheel.judging import SystemVote
-from flywheel.judging.frames import Frames, FrameUnreadable, contains_sequence
+from flywheel.judging.frames import Frames, FrameUnreadable, contains_sequence, covers, tokens
 from flywheel.judging.llm_judge import path_vote
 from flywheel.judging.thresholds import DETOUR_FACTOR, LOOP_LENGTH, active_thresholds
 from flywheel.judging.trajectory_view import TrajectoryView
 from flywheel.rules.repetition import same_action
+from flywheel.rules.step_words import target_name
 from flywheel.rules.stops import AGENT_STOPS
 
 # Words on screen (as tokens(): lower case, no punctuation) → the environmental cause they show.
@@ -40,6 +41,9 @@ INTERFERENCE = {
 }
 PERMISSION_PROMPT = re.compile(r"\ballow \w+(?: \w+){0,3} to (?:access|take|record|send|make|use)\b")
 TAPS = ("click", "double_click", "long_press")
+# The goal state is looked for on the last frames: the final one may be a step past it (a dialog
+# closed, a toast gone, the list the confirmation returned to).
+GOAL_FRAMES = 3
 
 
 def calibrated_thresholds() -> dict:
@@ -69,6 +73,55 @@ def final_milestone_words(view: TrajectoryView) -> tuple[str, str]:
     final = milestones[-1]
     words = str(final.get("text") or final.get("text_contains") or "")
     return str(final.get("name") or words or final), words
+
+
+def path_end_target(view: TrajectoryView) -> tuple[str, bool]:
+    """(what a person calls the element the known path ends by tapping, whether that name is only its
+    resource id's words); ('', False) when the path ends otherwise."""
+    steps = [s for s in (view.known_path or {}).get("steps") or [] if s.get("action") not in AGENT_STOPS]
+    if not steps or steps[-1].get("action") not in TAPS or not isinstance(steps[-1].get("target"), dict):
+        return "", False
+    target = steps[-1]["target"]
+    return target_name(target), not (target.get("text") or target.get("content_desc"))
+
+
+def names(line: list[str], needle: list[str], from_id: bool) -> bool:
+    """A line of words on screen names the element: it holds the element's words, or — for a name made
+    of a resource id's words (save_contact) — the button says a part of them ("Save")."""
+    if covers(line, needle):
+        return True
+    return from_id and any(len(word) >= 3 for word in line) and set(line) <= set(needle)
+
+
+def pixel_point(action: dict, size: tuple[int, int]) -> tuple[int, int]:
+    x, y = action["point"][:2]
+    if action.get("coords") == "thousandths":
+        return round(x * size[0] / 1000), round(y * size[1] / 1000)
+    return int(x), int(y)
+
+
+def untaken_ending(view: TrajectoryView, frames: Frames) -> str:
+    """Pseudo-completion in the pixels: the task ends by tapping an element whose words are on screen
+    where the last tap was taken (it landed elsewhere) or at the end (never tapped). '' when the last
+    tap landed on it, or when the pixels cannot tell (an icon without words, a path ending otherwise)."""
+    name, from_id = path_end_target(view)
+    needle = tokens(name)
+    if not needle:
+        return ""
+
+    def shown(i):
+        return any(names(line, needle, from_id) for line in frames.lines(i))
+    taps = [(i, s.action) for i, s in enumerate(view.steps)
+            if s.action and s.action.get("action") in TAPS and s.action.get("point")]
+    if taps:
+        i, action = taps[-1]
+        if any(names(line, needle, from_id) for line in frames.lines_at(i, pixel_point(action, frames.size(i)))):
+            return ""
+        if shown(i):
+            return f"the last tap landed away from \"{name}\", the element the task ends on"
+    if shown(len(frames) - 1):
+        return f"\"{name}\", the element the task ends on, is on the final screen and was never tapped"
+    return ""
 
 
 def no_effect(frames: Frames, before: int, after: int) -> bool:
@@ -150,9 +203,12 @@ def _rules_vote(view: TrajectoryView, thresholds: dict, frames: Frames) -> Syste
     unchecked = ""
     if claims_success and name and not words:
         unchecked = f"; the final milestone \"{name}\" names no words (id only): not checked in pixels"
-    elif claims_success and words and not frames.shows(final, words):
+    elif claims_success and words and not any(frames.shows(i, words) for i in range(final, max(-1, final - GOAL_FRAMES), -1)):
         return SystemVote("C", "false", f"pseudo-completion: success declared but \"{words}\" (milestone "
-                                        f"{name}) is not on the final frame", details={"missing": words})
+                                        f"{name}) is not on the last {GOAL_FRAMES} frames", details={"missing": words})
+    untaken = untaken_ending(view, frames) if claims_success else ""
+    if untaken:
+        return SystemVote("C", "false", f"pseudo-completion: {untaken}", details={"untaken": untaken})
     if ending == "premature_success":
         return SystemVote("C", "false", f"declared success where the task hands over to the user "
                                         f"({view.expected_handoff})")

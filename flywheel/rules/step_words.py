@@ -10,14 +10,19 @@ VIA_WORDS = {"back": "go back", "home": "press Home", "recents": "switch apps th
              "share": "share it", "clipboard": "copy it across"}
 
 
+def target_name(target: dict) -> str:
+    """What a person calls a selector's element: its text, its description, else its resource id by
+    the id's last part (com.sim.translator:id/swap_button → "swap button")."""
+    target = target if isinstance(target, dict) else {}
+    return str(target.get("text") or target.get("content_desc") or
+               str(target.get("resource_id") or "").rsplit("/", 1)[-1].replace("_", " "))
+
+
 def step_words(step: dict) -> str:
     """'tap "Swap"', 'type "milk" into "Search"', 'swipe up', 'press back'."""
     if not isinstance(step, dict):
         return ""
-    target = step.get("target") if isinstance(step.get("target"), dict) else {}
-    # A resource id (com.sim.translator:id/swap_button) by its last part: "swap button".
-    name = target.get("text") or target.get("content_desc") or \
-        str(target.get("resource_id") or "").rsplit("/", 1)[-1].replace("_", " ")
+    name = target_name(step.get("target"))
     action = step.get("action")
     verb = VERBS.get(action, str(action or "").replace("_", " "))
     if action == "type" and step.get("text"):

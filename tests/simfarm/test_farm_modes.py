@@ -115,7 +115,7 @@ def real():
 
 
 @pytest.mark.parametrize("uri", ["content://com.sim.notes/notes", "content://sim/clipboard", "content://sim/foreground",
-                                 "content://com.sim.tickets/bookings"])
+                                 "content://com.sim.tickets/bookings", "content://com.android.settings/saved_networks"])
 def test_the_farms_own_providers_are_unknown_authorities(real, uri):
     result = real.run(f"content query --uri {uri}")
     authority = uri.split("/")[2]

@@ -1,0 +1,70 @@
+"""The judge-evaluation set replayed on a farm phone through the product's executor and judged by
+Systems A, B, C and HTSC, every case persisted with its votes beside the farm's truth."""
+import pytest
+
+from devices.phone import PhoneConnection
+from flywheel.judging.judge_set import judge_case, load_set, start_evaluation
+from flywheel.models import JudgeCase
+from simfarm.farm import Farm
+from simfarm.serve import ServerThread
+
+pytestmark = pytest.mark.django_db
+META, CASES, _ = load_set("v1")
+
+
+def first(**wanted):
+    return next(c for c in CASES if all(c.get(k) == v for k, v in wanted.items()))
+
+
+@pytest.fixture(scope="module")
+def thread_farm():
+    farms = {}
+
+    def farm_for(real_phone: bool):
+        if real_phone not in farms:
+            farm = Farm(devices=1, seed=META["farm_seed"], real_phone=real_phone)
+            server = ServerThread(farm).start()
+            farms[real_phone] = (farm, server, PhoneConnection(f"127.0.0.1:{server.port}", META["phone"]))
+        return farms[real_phone]
+
+    yield farm_for
+    for _, server, _ in farms.values():
+        server.stop()
+
+
+def judged(thread_farm, case, real_phone=False) -> JudgeCase:
+    farm, _, phone = thread_farm(real_phone)
+    farm.factory_reset(META["phone"])
+    evaluation = start_evaluation(META["phone"], "v1", real_phone=real_phone)
+    return judge_case(evaluation, phone, case)
+
+
+def test_the_set_is_labelled_and_spans_skills_and_screen_kinds():
+    assert META["cases"] == len(CASES) and META["true"] == sum(1 for c in CASES if c["truth"])
+    assert {c["skill"] for c in CASES} >= {"expert", "pseudo", "near_miss", "wanderer", "looper", "quitter", "trap"}
+    assert {c["screen_kind"] for c in CASES} == {"ordinary", "blind", "trap"}
+    assert 0.3 < META["true"] / META["cases"] < 0.7
+    for case in CASES:
+        assert case["actions"][-1]["action"] == "terminate" and len(case["step_truth"]) == len(case["actions"])
+
+
+def test_an_expert_success_is_true_and_a_pseudo_completion_false(thread_farm):
+    expert = judged(thread_farm, first(task="shop-filter-sony-l1", skill="expert"))
+    assert expert.truth and expert.outcome == "true" and expert.votes["A"]["vote"] == "true"
+    assert expert.votes["B"]["vote"] == "true" and len(expert.steps) == 6 and expert.screen_kind == "ordinary"
+    pseudo = judged(thread_farm, first(skill="pseudo", truth=False, screen_kind="ordinary"))
+    assert not pseudo.truth and pseudo.outcome == "false" and pseudo.votes["A"]["vote"] == "false"
+
+
+def test_in_real_phone_mode_system_a_cannot_read_an_apps_own_state(thread_farm):
+    case = judged(thread_farm, first(task="shop-filter-sony-l1", skill="expert"), real_phone=True)
+    assert case.votes["A"]["vote"] == "abstain" and "not readable" in case.votes["A"]["rationale"]
+    assert case.outcome == "true"          # B on the dump and C on the pixels agree
+
+
+def test_on_a_blind_screen_b_abstains_rather_than_guess(thread_farm):
+    case = judged(thread_farm, first(screen_kind="blind", skill="expert", truth=True))
+    assert case.screen_kind == "blind"
+    assert case.votes["C"]["vote"] in ("true", "false", "abstain") and case.votes["C"]["rationale"]
+    if case.votes["B"]["vote"] == "abstain":
+        assert "blind" in case.votes["B"]["rationale"]
