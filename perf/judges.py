@@ -15,7 +15,8 @@ off course ⇒ −1). The real-phone mode's line is printed last:
 
     judges: sft_purity= true_recall= undetermined_rate= blind_purity= trap_purity= benchmark_judge_accuracy= step_judge_accuracy=
 
-    make judges      (JUDGES_BLIND_SHARE=0.2, JUDGES_LIMIT=N, JUDGES_THROWAWAY=1 to leave no record)
+    make judges      (JUDGES_BLIND_SHARE=0.2 blinds a fifth of the ordinary pages too; JUDGES_LIMIT=N;
+                      JUDGES_THROWAWAY=1 leaves no record)
 """
 import os
 import sys
@@ -28,7 +29,7 @@ from throwaway_db import create_database, drop_database
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 STAMP = time.strftime("%Y%m%d_%H%M%S")
-BLIND_SHARE = float(os.environ.get("JUDGES_BLIND_SHARE", "0.2"))
+BLIND_SHARE = float(os.environ.get("JUDGES_BLIND_SHARE", "0"))
 LIMIT = int(os.environ["JUDGES_LIMIT"]) if os.environ.get("JUDGES_LIMIT") else None
 VERSION = os.environ.get("JUDGES_SET", "v1")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")

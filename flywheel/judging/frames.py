@@ -23,6 +23,7 @@ COVERED_MIN_WORDS = 4     # a text this long may be matched by most of its words
 HORIZONTAL_WEIGHT = 0.25  # words_at: how much a horizontal offset counts against a vertical one
 SAME_TARGET_PX = 25       # words_at: words this much farther than the nearest belong to the same target
 COVERED_SHARE = 0.8
+MERGED_MIN_CHARS = 6      # words run together are matched when they make at least this many letters
 
 
 class FrameUnreadable(Exception):
@@ -40,6 +41,9 @@ def covers(haystack: list[str], needle: list[str]) -> bool:
     OCR rarely reads whole (prices, links, punctuation) — at least COVERED_SHARE of its words."""
     if contains_sequence(haystack, needle):
         return True
+    joined = "".join(needle)
+    if len(joined) >= MERGED_MIN_CHARS and joined in "".join(haystack):
+        return True   # OCR ran the words together ("New note" read as "Newnote")
     if len(needle) < COVERED_MIN_WORDS:
         return False
     present = set(haystack)

@@ -24,7 +24,7 @@ import re
 
 from flywheel.endpoints.chat import JudgeUnavailable
 from flywheel.judging import SystemVote
-from flywheel.judging.frames import Frames, FrameUnreadable, contains_sequence, covers, tokens
+from flywheel.judging.frames import Frames, FrameUnreadable, contains_sequence, tokens
 from flywheel.judging.llm_judge import path_vote
 from flywheel.judging.thresholds import DETOUR_FACTOR, LOOP_LENGTH, active_thresholds
 from flywheel.judging.trajectory_view import TrajectoryView
@@ -41,9 +41,9 @@ INTERFERENCE = {
 }
 PERMISSION_PROMPT = re.compile(r"\ballow \w+(?: \w+){0,3} to (?:access|take|record|send|make|use)\b")
 TAPS = ("click", "double_click", "long_press")
-# The goal state is looked for on the last frames: the final one may be a step past it (a dialog
-# closed, a toast gone, the list the confirmation returned to).
-GOAL_FRAMES = 3
+# The goal state is looked for on the last frames: the final one may be a few steps past it (a
+# dialog closed, a toast gone, the list a saved note returned to).
+GOAL_FRAMES = 5
 
 
 def calibrated_thresholds() -> dict:
@@ -86,11 +86,18 @@ def path_end_target(view: TrajectoryView) -> tuple[str, bool]:
 
 
 def names(line: list[str], needle: list[str], from_id: bool) -> bool:
-    """A line of words on screen names the element: it holds the element's words, or — for a name made
-    of a resource id's words (save_contact) — the button says a part of them ("Save")."""
-    if covers(line, needle):
-        return True
-    return from_id and any(len(word) >= 3 for word in line) and set(line) <= set(needle)
+    """A line of words on screen names the element: it is mostly the element's words, and holds half
+    of them (OCR misreads a name beside an avatar: "Priya Patel" as "j Patel") — or, for a name made
+    of a resource id's words (save_note), it says the id's verb ("Save"). "Delete chat" does not name
+    "Delete": a line that is mostly something else names something else."""
+    if "".join(line) == "".join(needle):
+        return True   # OCR ran the words together ("Sam Lee" read as "SamLee")
+    overlap = len(set(line) & set(needle))
+    if 2 * overlap < len(set(line)):
+        return False
+    if from_id:
+        return len(needle[0]) >= 3 and needle[0] in line
+    return 2 * overlap >= len(needle)
 
 
 def pixel_point(action: dict, size: tuple[int, int]) -> tuple[int, int]:
