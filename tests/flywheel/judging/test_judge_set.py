@@ -62,9 +62,27 @@ def test_in_real_phone_mode_system_a_cannot_read_an_apps_own_state(thread_farm):
     assert case.outcome == "true"          # B on the dump and C on the pixels agree
 
 
-def test_on_a_blind_screen_b_abstains_rather_than_guess(thread_farm):
-    case = judged(thread_farm, first(screen_kind="blind", skill="expert", truth=True))
-    assert case.screen_kind == "blind"
-    assert case.votes["C"]["vote"] in ("true", "false", "abstain") and case.votes["C"]["rationale"]
-    if case.votes["B"]["vote"] == "abstain":
-        assert "blind" in case.votes["B"]["rationale"]
+def test_on_a_blind_screen_b_abstains_and_c_reads_the_pixels(thread_farm):
+    case = judged(thread_farm, first(task="tickets-book-jazz-b2-l1", skill="expert"))
+    assert case.truth and case.screen_kind == "blind"
+    assert case.votes["B"]["vote"] == "abstain" and "the UI dump is blind" in case.votes["B"]["rationale"]
+    assert case.votes["C"]["vote"] == "true"
+    assert case.outcome == "true"                  # A reads the booking (the full farm answers)
+
+
+def test_calibration_reads_the_latest_finished_evaluation(thread_farm):
+    from flywheel.judging.calibration import CANDIDATES
+    from flywheel.judging.calibration_purity import set_cases, where_purity_holds
+    from flywheel.models import JudgeEvaluation
+
+    farm, _, phone = thread_farm(False)
+    evaluation = start_evaluation(META["phone"], "v1")
+    for case in (first(task="shop-filter-sony-l1", skill="expert"), first(skill="pseudo", truth=False)):
+        farm.factory_reset(META["phone"])
+        judge_case(evaluation, phone, case)
+    assert set_cases() == []                      # still running: not a measurement yet
+    JudgeEvaluation.objects.filter(pk=evaluation.pk).update(status=JudgeEvaluation.Status.DONE)
+    cases = set_cases()
+    assert sorted(c.row.key for c in cases) == sorted(evaluation.cases.values_list("key", flat=True))
+    chosen, note, figures = where_purity_holds(evaluation.thresholds, CANDIDATES, cases)
+    assert chosen == evaluation.thresholds and figures["sft_purity"] == 1.0 and "holds" in note
