@@ -14,14 +14,20 @@ How many milestones must hold is a threshold that adjudicators' decisions calibr
 flywheel/judging/calibration.py, read through thresholds.py): by default all of them; a calibrated share below 1 lets a
 trajectory that skipped an intermediate page (a shortcut) pass, the final milestone always holding.
 """
+from devices.uitree import all_nodes, node_at, parse_hierarchy
 from flywheel.endpoints.chat import JudgeUnavailable
 from flywheel.judging import SystemVote
 from flywheel.judging.llm_judge import derive_milestones
 from flywheel.judging.thresholds import MILESTONE_SHARE, active_thresholds
 from flywheel.judging.trajectory_view import TrajectoryView
+from flywheel.rules.step_words import target_name
+from flywheel.rules.stops import AGENT_STOPS
 from flywheel.screens.blindness import readability
+from flywheel.screens.labels import label_of
 from flywheel.screens.ocr import OcrFailed, ocr_text
-from flywheel.screens.selectors import find
+from flywheel.screens.selectors import find, find_target
+
+TAPS = ("click", "double_click", "long_press")
 
 
 def _seen_by_ocr(loader, milestone) -> bool:
@@ -112,6 +118,10 @@ def milestone_vote(view: TrajectoryView, milestones: list, reached: list, share:
         seen = "all milestones seen" if not missing else f"{held} of {len(milestones)} milestones seen"
         return SystemVote("B", "false", f"{seen}, but the agent declared failure",
                           details=details)
+    untaken = untaken_path_end(view) if view.ending() == "success" else ""
+    if untaken:
+        details["untaken"] = untaken
+        return SystemVote("B", "false", f"milestones reached, but {untaken}{derived_note}", details=details)
     if missing:
         details["share"] = share
         return SystemVote("B", "true", f"{held} of {len(milestones)} milestones reached in order, the last one "
@@ -119,6 +129,40 @@ def milestone_vote(view: TrajectoryView, milestones: list, reached: list, share:
                                        f"{derived_note}", details=details)
     return SystemVote("B", "true", f"all {len(milestones)} milestones reached in order{derived_note}",
                       details=details)
+
+
+def _dump_point(action: dict, nodes: list) -> tuple[int, int]:
+    x, y = action["point"][:2]
+    if action.get("coords") == "thousandths" and nodes:
+        width, height = max(n.bounds[2] for n in nodes), max(n.bounds[3] for n in nodes)
+        return round(x * width / 1000), round(y * height / 1000)
+    return int(x), int(y)
+
+
+def untaken_path_end(view: TrajectoryView) -> str:
+    """In the dumps: the known path ends by tapping an element, and the last tap hit another one on a
+    screen that showed it, or the trajectory ended with it on screen untouched (a near-miss, a
+    pseudo-completion). '' when it was tapped, or when the dumps cannot tell (a blind screen, an
+    element not shown, a path that ends otherwise)."""
+    path = [s for s in (view.known_path or {}).get("steps") or [] if s.get("action") not in AGENT_STOPS]
+    if not path or path[-1].get("action") not in TAPS or not isinstance(path[-1].get("target"), dict):
+        return ""
+    target, name = path[-1]["target"], target_name(path[-1]["target"])
+    taps = [s for s in view.steps if s.action and s.action.get("action") in TAPS and s.action.get("point")]
+    if taps:
+        roots = parse_hierarchy(taps[-1].hierarchy)
+        nodes = list(all_nodes(roots))
+        element = find_target(nodes, target)
+        if element is not None:
+            point = _dump_point(taps[-1].action, nodes)
+            hit = node_at(roots, *point)
+            if element.contains(*point) or (hit is not None and hit.contains(*element.center)):
+                return ""
+            return f'the last tap hit "{label_of(hit) if hit is not None else "nothing"}", not "{name}" where the path ends'
+    final = view.final_hierarchy or (view.steps[-1].hierarchy if view.steps else "")
+    if find_target(list(all_nodes(parse_hierarchy(final))), target) is not None:
+        return f'"{name}", where the path ends, is on the final screen and was never tapped'
+    return ""
 
 
 def _blindness(xml: str) -> str:
