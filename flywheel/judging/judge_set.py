@@ -170,6 +170,9 @@ def run_evaluation(evaluation: JudgeEvaluation, phone, limit: int | None = None,
                 progress(number, len(cases))
     except PhoneUnavailable as error:
         return _finish(evaluation, f"the phone went away: {error}")
+    except BaseException as error:   # stopped (Ctrl-C, a signal, a bug): never left "running"
+        _finish(evaluation, f"stopped before the end ({type(error).__name__})")
+        raise
     return _finish(evaluation, "")
 
 

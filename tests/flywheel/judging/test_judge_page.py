@@ -57,3 +57,24 @@ def test_adjudicators_see_it_and_other_roles_do_not(client_as):
 def test_without_an_evaluation_the_page_says_how_to_make_one(client_as):
     body = client_as("manager").get("/judges/").content.decode()
     assert 'data-testid="judges-empty"' in body and "make judges" in body
+
+
+def test_an_evaluation_stopped_on_the_way_says_so_and_keeps_what_was_judged(monkeypatch):
+    from flywheel.judging import judge_set
+
+    evaluation = judge_set.start_evaluation("sim-0001", "v1", thresholds=THRESHOLDS)
+    judged = []
+
+    def judge_then_stop(evaluation, phone, case):
+        if judged:
+            raise KeyboardInterrupt
+        judged.append(JudgeCase.objects.create(evaluation=evaluation, key=case["key"], task=case["task"],
+                                               skill=case["skill"], screen_kind="ordinary", truth=case["truth"],
+                                               votes={}, outcome="undetermined"))
+
+    monkeypatch.setattr(judge_set, "judge_case", judge_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        judge_set.run_evaluation(evaluation, phone=None)
+    evaluation.refresh_from_db()
+    assert evaluation.status == JudgeEvaluation.Status.FAILED and "stopped before the end" in evaluation.error
+    assert evaluation.cases.count() == 1 and evaluation.finished_at is not None
