@@ -156,7 +156,8 @@ def untaken_path_end(view: TrajectoryView) -> str:
         if element is not None:
             point = _dump_point(taps[-1].action, nodes)
             hit = node_at(roots, *point)
-            if element.contains(*point) or (hit is not None and hit.contains(*element.center)):
+            # on the element, or on the clickable row that holds it (a row's title is its child)
+            if element.contains(*point) or (hit is not None and hit.clickable and hit.contains(*element.center)):
                 return ""
             return f'the last tap hit "{label_of(hit) if hit is not None else "nothing"}", not "{name}" where the path ends'
     final = view.final_hierarchy or (view.steps[-1].hierarchy if view.steps else "")

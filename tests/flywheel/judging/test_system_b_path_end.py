@@ -47,3 +47,12 @@ def test_a_blind_screen_cannot_tell():
     blind = ('<?xml version="1.0" ?><hierarchy rotation="0"><node class="android.webkit.WebView" text="" '
              'resource-id="" content-desc="" package="p" bounds="[0,0][1080,2400]" /></hierarchy>')
     assert untaken_path_end(view((blind, tap(250)), (blind, DONE))) == ""
+
+
+def test_a_tap_on_the_page_around_the_element_is_not_a_tap_on_it():
+    """The window holds every element; only a clickable row around the element counts as it."""
+    page = PRODUCT.replace('<hierarchy rotation="0">', '<hierarchy rotation="0"><node index="0" text="" resource-id="" '
+                           'class="android.widget.FrameLayout" package="p" content-desc="" bounds="[0,0][1080,2400]">'
+                           ).replace("</hierarchy>", "</node></hierarchy>")
+    vote = system_b_vote(view((page, tap(2000)), (CART, DONE)), None, {})
+    assert vote.vote == "false" and 'not "Add to cart"' in vote.rationale
