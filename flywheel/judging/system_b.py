@@ -19,15 +19,12 @@ from flywheel.endpoints.chat import JudgeUnavailable
 from flywheel.judging import SystemVote
 from flywheel.judging.llm_judge import derive_milestones
 from flywheel.judging.thresholds import MILESTONE_SHARE, active_thresholds
-from flywheel.judging.trajectory_view import TrajectoryView
+from flywheel.judging.trajectory_view import TrajectoryView, screen_point
 from flywheel.rules.step_words import target_name
-from flywheel.rules.stops import AGENT_STOPS
 from flywheel.screens.blindness import readability
 from flywheel.screens.labels import label_of
 from flywheel.screens.ocr import OcrFailed, ocr_text
 from flywheel.screens.selectors import find, find_target
-
-TAPS = ("click", "double_click", "long_press")
 
 
 def _seen_by_ocr(loader, milestone) -> bool:
@@ -131,30 +128,24 @@ def milestone_vote(view: TrajectoryView, milestones: list, reached: list, share:
                       details=details)
 
 
-def _dump_point(action: dict, nodes: list) -> tuple[int, int]:
-    x, y = action["point"][:2]
-    if action.get("coords") == "thousandths" and nodes:
-        width, height = max(n.bounds[2] for n in nodes), max(n.bounds[3] for n in nodes)
-        return round(x * width / 1000), round(y * height / 1000)
-    return int(x), int(y)
-
-
 def untaken_path_end(view: TrajectoryView) -> str:
     """In the dumps: the known path ends by tapping an element, and the last tap hit another one on a
     screen that showed it, or the trajectory ended with it on screen untouched (a near-miss, a
     pseudo-completion). '' when it was tapped, or when the dumps cannot tell (a blind screen, an
     element not shown, a path that ends otherwise)."""
-    path = [s for s in (view.known_path or {}).get("steps") or [] if s.get("action") not in AGENT_STOPS]
-    if not path or path[-1].get("action") not in TAPS or not isinstance(path[-1].get("target"), dict):
+    end = view.path_end()
+    if end is None:
         return ""
-    target, name = path[-1]["target"], target_name(path[-1]["target"])
-    taps = [s for s in view.steps if s.action and s.action.get("action") in TAPS and s.action.get("point")]
+    target, name = end["target"], target_name(end["target"])
+    taps = view.taps()
     if taps:
-        roots = parse_hierarchy(taps[-1].hierarchy)
+        step = taps[-1][1]
+        roots = parse_hierarchy(step.hierarchy)
         nodes = list(all_nodes(roots))
         element = find_target(nodes, target)
         if element is not None:
-            point = _dump_point(taps[-1].action, nodes)
+            size = (max(n.bounds[2] for n in nodes), max(n.bounds[3] for n in nodes))
+            point = screen_point(step.action, size)
             hit = node_at(roots, *point)
             # on the element, or on the clickable row that holds it (a row's title is its child)
             if element.contains(*point) or (hit is not None and hit.clickable and hit.contains(*element.center)):

@@ -27,7 +27,7 @@ from flywheel.judging import SystemVote
 from flywheel.judging.frames import Frames, FrameUnreadable, contains_sequence, tokens
 from flywheel.judging.llm_judge import path_vote
 from flywheel.judging.thresholds import DETOUR_FACTOR, LOOP_LENGTH, active_thresholds
-from flywheel.judging.trajectory_view import TrajectoryView
+from flywheel.judging.trajectory_view import TAPS, TrajectoryView, screen_point
 from flywheel.rules.repetition import same_action
 from flywheel.rules.step_words import target_name
 from flywheel.rules.stops import AGENT_STOPS
@@ -40,7 +40,6 @@ INTERFERENCE = {
     ("only", "this", "time"): "permission dialog",
 }
 PERMISSION_PROMPT = re.compile(r"\ballow \w+(?: \w+){0,3} to (?:access|take|record|send|make|use)\b")
-TAPS = ("click", "double_click", "long_press")
 # The goal state is looked for on the last frames: the final one may be a few steps past it (a
 # dialog closed, a toast gone, the list a saved note returned to).
 GOAL_FRAMES = 5
@@ -75,16 +74,6 @@ def final_milestone_words(view: TrajectoryView) -> tuple[str, str]:
     return str(final.get("name") or words or final), words
 
 
-def path_end_target(view: TrajectoryView) -> tuple[str, bool]:
-    """(what a person calls the element the known path ends by tapping, whether that name is only its
-    resource id's words); ('', False) when the path ends otherwise."""
-    steps = [s for s in (view.known_path or {}).get("steps") or [] if s.get("action") not in AGENT_STOPS]
-    if not steps or steps[-1].get("action") not in TAPS or not isinstance(steps[-1].get("target"), dict):
-        return "", False
-    target = steps[-1]["target"]
-    return target_name(target), not (target.get("text") or target.get("content_desc"))
-
-
 def names(line: list[str], needle: list[str], from_id: bool) -> bool:
     """A line of words on screen names the element: it is mostly the element's words, and holds half
     of them (OCR misreads a name beside an avatar: "Priya Patel" as "j Patel") — or, for a name made
@@ -100,29 +89,25 @@ def names(line: list[str], needle: list[str], from_id: bool) -> bool:
     return 2 * overlap >= len(needle)
 
 
-def pixel_point(action: dict, size: tuple[int, int]) -> tuple[int, int]:
-    x, y = action["point"][:2]
-    if action.get("coords") == "thousandths":
-        return round(x * size[0] / 1000), round(y * size[1] / 1000)
-    return int(x), int(y)
-
-
 def untaken_ending(view: TrajectoryView, frames: Frames) -> str:
     """Pseudo-completion in the pixels: the task ends by tapping an element whose words are on screen
     where the last tap was taken (it landed elsewhere) or at the end (never tapped). '' when the last
     tap landed on it, or when the pixels cannot tell (an icon without words, a path ending otherwise)."""
-    name, from_id = path_end_target(view)
+    end = view.path_end()
+    if end is None:
+        return ""
+    name = target_name(end["target"])
+    from_id = not (end["target"].get("text") or end["target"].get("content_desc"))
     needle = tokens(name)
     if not needle:
         return ""
 
     def shown(i):
         return any(names(line, needle, from_id) for line in frames.lines(i))
-    taps = [(i, s.action) for i, s in enumerate(view.steps)
-            if s.action and s.action.get("action") in TAPS and s.action.get("point")]
+    taps = view.taps()
     if taps:
-        i, action = taps[-1]
-        if any(names(line, needle, from_id) for line in frames.lines_at(i, pixel_point(action, frames.size(i)))):
+        i, step = taps[-1]
+        if any(names(line, needle, from_id) for line in frames.lines_at(i, screen_point(step.action, frames.size(i)))):
             return ""
         if shown(i):
             return f"the last tap landed away from \"{name}\", the element the task ends on"

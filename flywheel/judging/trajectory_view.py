@@ -1,7 +1,17 @@
 """What the judges see of a trajectory: its steps as plain records (from the DB or built in tests)."""
 from dataclasses import dataclass, field
 
-from flywheel.rules.stops import agent_ending
+from flywheel.rules.stops import AGENT_STOPS, agent_ending
+
+TAPS = ("click", "double_click", "long_press")
+
+
+def screen_point(action: dict, size: tuple[int, int]) -> tuple[int, int]:
+    """An action's point in the screen's pixels (a point in thousandths scaled by `size`)."""
+    x, y = action["point"][:2]
+    if action.get("coords") == "thousandths":
+        return round(x * size[0] / 1000), round(y * size[1] / 1000)
+    return int(x), int(y)
 
 
 @dataclass
@@ -40,6 +50,19 @@ class TrajectoryView:
         expects), 'failure' (terminate:failure), 'handoff' (call_user/clarify the task does not
         ask for), 'premature_success' (declared done where the user was to take over), or 'none'."""
         return agent_ending(self.last_action, self.expected_handoff)
+
+    def path_end(self) -> dict | None:
+        """The tap the known path ends on (its last step before the ending), or None when the path
+        ends otherwise or names no element. Systems B and C each ask whether it was taken."""
+        steps = [s for s in (self.known_path or {}).get("steps") or [] if s.get("action") not in AGENT_STOPS]
+        if not steps or steps[-1].get("action") not in TAPS or not isinstance(steps[-1].get("target"), dict):
+            return None
+        return steps[-1]
+
+    def taps(self) -> list:
+        """(position in steps, step) of every tap by point, in order."""
+        return [(i, s) for i, s in enumerate(self.steps)
+                if s.action and s.action.get("action") in TAPS and s.action.get("point")]
 
     def screens(self):
         """Every screen seen, in order, ending with the final one."""
