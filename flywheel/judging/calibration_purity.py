@@ -20,7 +20,11 @@ KIND_FLOOR = 0.97          # on dump-blind and trap screens
 
 
 class SetCase:
-    def __init__(self, row, case: dict):
+    """One judged case, re-voted under candidate thresholds; the votes it recorded under the
+    evaluation's own thresholds are reused, so the pixels are read again only where a threshold
+    changes what C decides."""
+
+    def __init__(self, row, case: dict, recorded_under: dict | None = None):
         self.row = row
         self.view = case_view(case, row.steps)
         self.frames = Frames(self.view)
@@ -28,14 +32,22 @@ class SetCase:
         self.shortest = len((self.view.known_path or {}).get("steps") or [])
         self.taken = sum(1 for s in self.view.steps if s.action)
         self._b, self._c = {}, {}
+        votes = row.votes or {}
+        if recorded_under and "B" in votes and "C" in votes:
+            self._b[float(recorded_under["B"]["milestone_share"])] = votes["B"]["vote"]
+            self._c[self._c_key(recorded_under["C"])] = votes["C"]["vote"]
+
+    def _c_key(self, c: dict) -> tuple:
+        """What C's thresholds change: whether the run is a loop, whether the path is a detour."""
+        return (self.loop >= int(c["loop_length"]),
+                bool(self.shortest) and self.taken > float(c["detour_factor"]) * self.shortest + 2)
 
     def outcome(self, thresholds: dict) -> str:
         share = float(thresholds["B"]["milestone_share"])
         if share not in self._b:
             self._b[share] = system_b.system_b_vote(self.view, None, {"milestone_share": share}).vote
         c = thresholds["C"]
-        key = (self.loop >= int(c["loop_length"]),
-               bool(self.shortest) and self.taken > float(c["detour_factor"]) * self.shortest + 2)
+        key = self._c_key(c)
         if key not in self._c:
             self._c[key] = system_c.rules_vote(self.view, c, self.frames).vote
         vote_a = ((self.row.votes or {}).get("A") or {}).get("vote", "abstain")
@@ -58,7 +70,8 @@ def set_cases() -> list[SetCase]:
         if digest != evaluation.set_sha256:
             continue
         by_key = {entry["key"]: entry for entry in entries}
-        cases += [SetCase(row, by_key[row.key]) for row in evaluation.cases.all() if row.key in by_key]
+        cases += [SetCase(row, by_key[row.key], evaluation.thresholds) for row in evaluation.cases.all()
+                  if row.key in by_key]
     return cases
 
 

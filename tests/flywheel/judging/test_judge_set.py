@@ -70,7 +70,7 @@ def test_on_a_blind_screen_b_abstains_and_c_reads_the_pixels(thread_farm):
     assert case.outcome == "true"                  # A reads the booking (the full farm answers)
 
 
-def test_calibration_reads_the_latest_finished_evaluation(thread_farm):
+def test_calibration_reads_the_latest_finished_evaluation(thread_farm, monkeypatch):
     from flywheel.judging.calibration import CANDIDATES
     from flywheel.judging.calibration_purity import set_cases, where_purity_holds
     from flywheel.models import JudgeEvaluation
@@ -84,5 +84,11 @@ def test_calibration_reads_the_latest_finished_evaluation(thread_farm):
     JudgeEvaluation.objects.filter(pk=evaluation.pk).update(status=JudgeEvaluation.Status.DONE)
     cases = set_cases()
     assert sorted(c.row.key for c in cases) == sorted(evaluation.cases.values_list("key", flat=True))
+    from flywheel.judging import system_c
+
+    def no_second_reading(*args, **kwargs):
+        raise AssertionError("the votes recorded under these thresholds are read again")
+
+    monkeypatch.setattr(system_c, "rules_vote", no_second_reading)
     chosen, note, figures = where_purity_holds(evaluation.thresholds, CANDIDATES, cases)
     assert chosen == evaluation.thresholds and figures["sft_purity"] == 1.0 and "holds" in note
