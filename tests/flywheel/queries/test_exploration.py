@@ -106,6 +106,10 @@ def test_settings_exploration_reaches_nine_tenths_of_its_pages(farm_settings):
     (Bluetooth on: Pair new device; automatic time off: Date, Time), deep system pages."""
     devices = phones()
     phone = PhoneConnection.for_device(devices[0])
+    # Exploration starts and ends on the app's fresh data (`pm clear`, devices/reset.py); another test
+    # on this session's farm may have left Settings' data changed (test_runs taps "Reset settings",
+    # network_reset_count=1), which the run rightly clears: compare from the fresh state.
+    phone.shell("pm clear com.android.settings")
     before = phone.shell("content query --uri content://com.android.settings/state")
     run = explore_apps_now(["com.android.settings"], {"max_seconds": 420}, devices=devices[:1])
     assert run.status == "done", run.problems
