@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from devices.registry import discover_devices
-from flywheel.models import Line, Trajectory
+from flywheel.models import Destination, Line, Trajectory
 from tests.conftest import ROOT, free_port, process_env, stop
 from tests.training.vlm_loop import VlmLoop, applied_settings, line
 from training.models import Serving, TrainingRun
@@ -64,7 +64,11 @@ def test_the_tiny_vlm_goes_round_the_loop_twice_with_nobody_acting(farm_settings
     assert rl_runs.count() == 2 and figures["iterations"] >= 1, [(r.status, r.error) for r in rl_runs]
     for run in rl_runs:
         rollouts = Trajectory.objects.filter(run_id=run.progress["rl_run"], line=Line.RL)
-        assert run.base_model.parent is not None and rollouts.count() == 2 * 6
+        # G rollouts of each query; a rollout routed to Env_ERROR may be collected again (§2.4.2)
+        originals = rollouts.filter(recollection_of__isnull=True)
+        assert run.base_model.parent is not None and originals.count() == 2 * 6
+        assert all(t.recollection_of.destination == Destination.ENV_HEALING
+                   for t in rollouts.filter(recollection_of__isnull=False))
         assert {t.run.model_version_id for t in rollouts} == {run.base_model_id}   # sampled by what it trains
         if run.status != "done":
             assert run.progress.get("no_signal"), run.error
