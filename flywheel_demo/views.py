@@ -8,33 +8,62 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
 from accounts.roles import ADMIN, MANAGER, role_required
-from benchmark.charts import bar
 from flywheel_demo.models import DemoRun
 from flywheel_demo.orchestrator import DEFAULTS, cancel_demo, start_demo
-from flywheel_demo.report import reports_directory, stored_reports
+from flywheel_demo.report import NO_ECDM, chart_svg, reports_directory, stored_reports
 from training import runs as training_runs
 
 
-def sr_chart(report: dict) -> dict | None:
-    """SR per round on the held-out tasks, and the ablation beside the last round."""
-    rounds = report.get("rounds") or []
+def sr_chart(report: dict) -> str | None:
+    """SR per round and per arm with their intervals: the SVG kept beside the report, drawn inline."""
+    rounds = [row for row in report.get("rounds") or [] if isinstance(row, dict)]
     if not any(row.get("sr") is not None for row in rounds):
         return None
-    labels = [f"round {row['round']}" for row in rounds]
-    data = [row.get("sr") for row in rounds]
+    return mark_safe(chart_svg(report))  # safe: numbers, and labels chart_svg escapes
+
+
+def report_arms(report: dict) -> list[dict]:
+    """The experiment arms of a report; an older report's one ablation reads as the no-ECDM arm."""
+    if "arms" in report:
+        return [row for row in report["arms"] or [] if isinstance(row, dict)]
     ablation = report.get("ablation") or {}
-    if ablation.get("sr") is not None:
-        labels.append("ablation: no ECDM data")
-        data.append(ablation["sr"])
-    return bar(labels, [{"label": "held-out SR", "data": data}])
+    if not ablation.get("tasks"):
+        return []
+    return [{**ablation, "arm": NO_ECDM, "what": "the last round's training without the ECDM-produced samples"}]
+
+
+def target_rows(report: dict) -> list[dict]:
+    """Each target in words, what was measured and whether it is met (an older report's targets
+    are its gains paragraph instead)."""
+    met, targets, figures = report.get("met") or {}, report.get("targets") or {}, report.get("figures") or {}
+    if "gain_round0_to_last" not in met:
+        return []
+    last = figures.get("last_round")
+    words = {(c.get("before"), c.get("after")): c.get("words") for c in report.get("comparisons") or []}
+    false_success = figures.get(f"false_success_round{last}")
+    return [
+        {"what": f"round 0 → round {last}: at least {targets.get('gain_round0_to_last_pts')} points, "
+                 "its 95% interval above 0", "measured": words.get(("r0", f"r{last}")) or "not evaluated",
+         "met": met["gain_round0_to_last"]},
+        {"what": f"round 1 → round {last}: at least {targets.get('gain_round1_to_last_pts')} points, "
+                 "its 95% interval above 0", "measured": words.get(("r1", f"r{last}")) or "not evaluated",
+         "met": met["gain_round1_to_last"]},
+        {"what": f"false successes at round {last}: at most {100 * targets.get('false_success_last', 0):.0f}% "
+                 "of its failed tasks",
+         "measured": "no failed task" if false_success is None else f"{100 * false_success:.1f}%",
+         "met": met.get("false_success_last")},
+        {"what": f"the whole demo in at most {targets.get('minutes')} minutes",
+         "measured": f"{figures.get('minutes')} minutes", "met": met.get("minutes")}]
 
 
 def _context(demo=None, report=None, name=""):
     report = report if report is not None else (demo.report if demo else {})
     return {"demo": demo, "report": report, "chart": sr_chart(report) if report else None, "report_name": name,
+            "arms": report_arms(report) if report else [], "target_rows": target_rows(report) if report else [],
             "live": demo is not None and demo.status in DemoRun.LIVE}
 
 

@@ -77,15 +77,24 @@ def test_the_demo_runs_every_round_through_the_services(demo_settings, farm_sett
 
 
 def test_the_last_line_names_the_rounds_that_ran():
-    two_loop_rounds = {"sr_round0": 0.0, "sr_round1": 0.1, "sr_round3": 0.3, "last_round": 3, "salvage_yield": 0.5,
-                       "minutes": 7.0}
-    assert last_line(two_loop_rounds) == "flywheel: sr_round0=0 sr_round1=0.1 sr_round3=0.3 salvage_yield=0.5 minutes=7"
+    two_loop_rounds = {"sr_round0": 0.0, "sr_round1": 0.1, "sr_round3": 0.3, "last_round": 3, "ci95_r1_r3": [1.1, 35.2],
+                       "unseen_function_sr_round3": 0.25, "false_success_round3": 0.125, "ecdm_delta": 7.5,
+                       "heldout_tasks": 40, "salvage_yield": 0.5, "minutes": 7.0}
+    assert last_line(two_loop_rounds) == (
+        "flywheel: sr_round0=0 sr_round1=0.1 sr_round3=0.3 ci95_r1_r3=[1.1,35.2] unseen_function_sr_round3=0.25 "
+        "false_success_round3=0.125 ecdm_delta=7.5 heldout_tasks=40 minutes=7")
     one_loop_round = {"sr_round0": 0.0, "sr_round1": 0.1, "sr_round2": 0.2, "last_round": 2, "salvage_yield": None,
                       "minutes": 3.5}
     line = last_line(one_loop_round)
-    assert line == "flywheel: sr_round0=0 sr_round1=0.1 sr_round2=0.2 salvage_yield=n/a minutes=3.5"
+    assert line == ("flywheel: sr_round0=0 sr_round1=0.1 sr_round2=0.2 ci95_r1_r2=n/a unseen_function_sr_round2=n/a "
+                    "false_success_round2=n/a ecdm_delta=n/a heldout_tasks=n/a minutes=3.5")
     assert summary({"rounds": [{"round": 0, "sr": 0.0}, {"round": 1, "sr": 0.1}, {"round": 2, "sr": None}],
                     "figures": one_loop_round}) == "Held-out SR: round 0 0% → round 1 10% → round 2 not evaluated · 3.5 min"
+    # With intervals and false successes (a report of today) the summary says both.
+    rounds = [{"round": 0, "sr": 0.1, "ci95": [0.0, 0.2]}, {"round": 1, "sr": 0.45, "ci95": [0.3, 0.6],
+                                                           "false_success": 0.125}]
+    assert summary({"rounds": rounds, "figures": {"minutes": 12}}) == (
+        "Held-out SR: round 0 10% (0–20%) → round 1 45% (30–60%) · false successes 12% of round 1's failures · 12 min")
 
 
 def test_a_bad_setting_or_a_second_live_demo_is_refused(db):
