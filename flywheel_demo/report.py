@@ -77,8 +77,8 @@ def _comparisons(outcomes: dict, last: int) -> list[dict]:
     for before, after in dict.fromkeys(pairs):
         if before < after and outcomes.get(f"r{before}") and outcomes.get(f"r{after}"):
             difference = compare(outcomes[f"r{before}"], outcomes[f"r{after}"])
-            found.append({"before": f"r{before}", "after": f"r{after}", **difference,
-                          "words": comparison_words(f"round {before}", f"round {after}", difference)})
+            found.append({"before": f"r{before}", "after": f"r{after}", "name": f"round {before} → round {after}",
+                          **difference, "words": comparison_words(f"round {before}", f"round {after}", difference)})
     return found
 
 
