@@ -8,8 +8,9 @@ runs flywheel_demo's rounds through them (flywheel_demo/orchestrator.py) and pri
 
 Every run's report is kept in var/flywheel-demo/ (FLYWHEEL_DEMO_REPORTS); the console's Flywheel demo
 page lists them. Ends with one line:
-`flywheel: sr_round0=<n> sr_round1=<n> sr_round<last>=<n> salvage_yield=<n> minutes=<n>` (<last> is the last round
-that ran: 3 with the default two loop rounds).
+`flywheel: sr_round0=<n> sr_round1=<n> sr_round<last>=<n> ci95_r1_r<last>=[<lo>,<hi>] unseen_function_sr_round<last>=<n>
+false_success_round<last>=<n> ecdm_delta=<points> heldout_tasks=<n> minutes=<n>` (<last> is the last round that ran:
+3 with the default two loop rounds; the interval is the round 1 → last gain's, in points).
 """
 import os
 import shutil
@@ -74,17 +75,24 @@ def start_worker(address, log):
 
 
 def print_report(report: dict):
-    print("round  model                      held-out SR (solved/tasks)  salvage yield  SFT pool (ECDM)  steps trained")
+    from flywheel_demo.report import sr_with_interval
+
+    print("round  model                      held-out SR (95% CI)  solved/tasks  false success  unseen app SR  "
+          "salvage yield  SFT pool (ECDM)  steps trained")
     for row in report["rounds"]:
         training, pools = row.get("training") or {}, row.get("pools") or {}
-        salvage = row.get("salvage_yield")
-        print(f"{row['round']:>5}  {training.get('model', '?'):<26} {row.get('sr')!s:>6} "
-              f"({row.get('successes', 0)}/{row.get('tasks', 0)})            "
-              f"{'n/a' if salvage is None else salvage!s:>6}        {pools.get('sft', 0):>5} ({pools.get('sft_ecdm', 0)})"
-              f"        {training.get('steps_used') or 0}")
-    ablation = report["ablation"]
-    print(f"ablation without ECDM-produced samples: SR {ablation.get('sr')} "
-          f"({ablation.get('successes', 0)}/{ablation.get('tasks', 0)}); gains {report['gains']}; met {report['met']}")
+        salvage, unseen = row.get("salvage_yield"), (row.get("by_kind") or {}).get("unseen_function") or {}
+        print(f"{row['round']:>5}  {training.get('model', '?'):<26} {sr_with_interval(row):<21} "
+              f"{row.get('successes', 0):>5}/{row.get('tasks', 0):<6} {row.get('false_success')!s:>13}  "
+              f"{unseen.get('sr')!s:>13}  {'n/a' if salvage is None else salvage!s:>13}  "
+              f"{pools.get('sft', 0):>8} ({pools.get('sft_ecdm', 0)})  {training.get('steps_used') or 0:>13}")
+    for comparison in report.get("comparisons") or []:
+        print(comparison["words"])
+    for arm in report.get("arms") or []:
+        effect = (arm.get("effect") or {}).get("words") or "not compared"
+        print(f"arm {arm['arm']} ({arm.get('what', '')}): SR {sr_with_interval(arm)} "
+              f"({arm.get('successes', 0)}/{arm.get('tasks', 0)}); {effect}")
+    print(f"targets {report['targets']}; met {report['met']}")
 
 
 def main():
