@@ -274,7 +274,8 @@ def chart_svg(report: dict) -> str:
                       f'<line x1="{centre - 8}" y1="{hi}" x2="{centre + 8}" y2="{hi}" stroke="#222"/>']
         parts += [f'<text x="{centre}" y="{above - 5}" text-anchor="middle">{100 * sr:.0f}% '
                   f'({row.get("successes", 0)}/{row.get("tasks", 0)})</text>',
-                  f'<text x="{centre}" y="{y(0) + 16}" text-anchor="middle">{escape(label[:18])}</text>']
+                  *(f'<text x="{centre}" y="{y(0) + 16 + 14 * line}" text-anchor="middle">{escape(words[:17])}</text>'
+                    for line, words in enumerate(label.split(": ", 1)))]  # "arm: name" on two lines
     return "\n".join([*parts, "</svg>"]) + "\n"
 
 
