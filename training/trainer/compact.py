@@ -27,18 +27,38 @@ def build(features: int, hidden: int) -> torch.nn.Sequential:
 
 
 def load_init(model, directory: Path | None, features: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """Warm start from the parent's head (M(t) → M(t+1)) when its shape fits; its standardisation too."""
+    """Warm start from the parent's head (M(t) → M(t+1)); its standardisation (mean, std), or None
+    when there is no parent or its hidden width differs. A parent trained on fewer features (a head
+    from before features were appended) starts the new columns at zero weight, so it still computes
+    its own function."""
     if directory is None or not (directory / "weights.npz").exists():
         return None
     with np.load(directory / "weights.npz") as weights:
-        if weights["w1"].shape[0] != features or weights["w1"].shape[1] != model[0].out_features:
+        w1, mean, std = weights["w1"], weights["mean"], weights["std"]
+        if w1.shape[0] > features or w1.shape[1] != model[0].out_features:
             return None
+        grown = features - w1.shape[0]
+        w1 = np.concatenate([w1, np.zeros((grown, w1.shape[1]), w1.dtype)])
+        mean = np.concatenate([mean, np.zeros(grown, mean.dtype)])
+        std = np.concatenate([std, np.ones(grown, std.dtype)])
         with torch.no_grad():
-            model[0].weight.copy_(torch.from_numpy(weights["w1"].T.copy()))
-            model[0].bias.copy_(torch.from_numpy(weights["b1"]))
-            model[2].weight.copy_(torch.from_numpy(weights["w2"].T.copy()))
-            model[2].bias.copy_(torch.from_numpy(weights["b2"]))
-        return weights["mean"].copy(), weights["std"].copy()
+            model[0].weight.copy_(torch.from_numpy(w1.T.astype(np.float32)))
+            model[0].bias.copy_(torch.from_numpy(weights["b1"].astype(np.float32)))
+            model[2].weight.copy_(torch.from_numpy(weights["w2"].T.astype(np.float32)))
+            model[2].bias.copy_(torch.from_numpy(weights["b2"].astype(np.float32)))
+        return mean.astype(np.float32), std.astype(np.float32)
+
+
+def restandardise(model, old: tuple[np.ndarray, np.ndarray], new: tuple[np.ndarray, np.ndarray]):
+    """Re-express the first layer for the new standardisation so the head computes the same function:
+    ((x - m0) / s0) @ W1 + b1 == ((x - m1) / s1) @ W1' + b1' with W1' = W1 * (s1 / s0)[:, None] and
+    b1' = b1 + ((m1 - m0) / s0) @ W1 (W1 shaped [features, hidden], as weights.npz stores it)."""
+    (m0, s0), (m1, s1) = (np.asarray(a, np.float64) for a in old), (np.asarray(a, np.float64) for a in new)
+    with torch.no_grad():
+        w1 = model[0].weight.numpy().T.astype(np.float64)
+        b1 = model[0].bias.numpy().astype(np.float64)
+        model[0].weight.copy_(torch.from_numpy((w1 * (s1 / s0)[:, None]).T.astype(np.float32)))
+        model[0].bias.copy_(torch.from_numpy((b1 + ((m1 - m0) / s0) @ w1).astype(np.float32)))
 
 
 def train(x: np.ndarray, offsets: np.ndarray, target: np.ndarray, *, hidden: int = 64, epochs: int = 60,
@@ -49,9 +69,13 @@ def train(x: np.ndarray, offsets: np.ndarray, target: np.ndarray, *, hidden: int
     features = x.shape[1]
     model = build(features, hidden)
     inherited = load_init(model, init, features)
-    if len(target) and not inherited:
-        mean, std = x.mean(axis=0), x.std(axis=0) + 1e-3
-    elif inherited:
+    # Every training standardises by its own data (a parent's 0/1 from an untrained round 0 would
+    # otherwise be inherited by every round); a warm start is re-expressed in the new terms.
+    if len(target):
+        mean, std = x.mean(axis=0).astype(np.float32), (x.std(axis=0) + 1e-3).astype(np.float32)
+        if inherited is not None:
+            restandardise(model, inherited, (mean, std))
+    elif inherited is not None:
         mean, std = inherited
     else:
         mean, std = np.zeros(features, np.float32), np.ones(features, np.float32)
