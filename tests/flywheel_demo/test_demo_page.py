@@ -207,7 +207,7 @@ def test_the_page_shows_intervals_comparisons_and_arms(client_as, evaluated_demo
         page = manager.get(url).content.decode()
         r1_ci = evaluated_demo.report["rounds"][1]["ci95"]
         assert f"50.0% ({100 * r1_ci[0]:.1f}–{100 * r1_ci[1]:.1f}%)" in page, url
-        assert "0.0% (0.0–0.0%)" in page and "50.0% (1/2)" not in page  # the kinds read "50.0% (…) (1/2)"
+        assert "0.0% (0.0–0.0%)" in page and "4/4 · 100.0% (100.0–100.0%)" in page  # round 2's new phrasings
         assert 'data-testid="demo-comparisons"' in page and "round 0 → round 2: +83.3 points" in page
         assert "p = 0.062" in page and 'data-arm="no_ecdm"' in page and "arm no_ecdm → round 2: +50.0 points" in page
         assert "6 · 100.0% (1)" in page and "2 · 33.3% (2)" in page  # claimed · false successes, rounds 2 and 0
