@@ -317,8 +317,8 @@ def import_farm_tasks(path, name: str = "farm-tasks", version: str = "v1", held_
 
     The query rows are imported (or updated where not locked) first. Run again, it finds the
     version and changes nothing; `benchmark.import_report` says what happened."""
-    if not 0 <= held_out_share < 1:
-        raise BenchmarkImportError(["held_out_share is a fraction in [0, 1)"])
+    if not 0 <= held_out_share <= 1:
+        raise BenchmarkImportError(["held_out_share is a fraction in [0, 1]"])
     text = Path(path).read_text(encoding="utf-8")
     try:
         records = parse_queries_jsonl(text)
@@ -336,14 +336,16 @@ def import_farm_tasks(path, name: str = "farm-tasks", version: str = "v1", held_
     counts = import_queries("\n".join(changed)) if changed else {"created": 0, "updated": 0}
     queries = {q.key: q for q in Query.objects.filter(key__in=keys)}
     apps_by_key = {r["key"]: list(dict.fromkeys(r["apps"])) for r in records}
-    held = stratified_held_out(apps_by_key, held_out_share)
+    # A share of 1 makes the whole set evaluation material (the generalisation demo trains on generated queries).
+    held = set(keys) if held_out_share == 1 else stratified_held_out(apps_by_key, held_out_share)
     with transaction.atomic():
         created = benchmark is None
         if created:
             benchmark = versions.create_version(
                 name, version, {"size": len(keys)}, origin=Benchmark.Origin.FARM, user=user,
-                purpose=f"The virtual farm's own task set ({len(keys)} queries, each with its own checks); "
-                        f"about {held_out_share:.0%} held out for evaluation only, stratified by app")
+                purpose=f"The virtual farm's own task set ({len(keys)} queries, each with its own checks); " + (
+                    "all held out for evaluation only" if held_out_share == 1 else
+                    f"about {held_out_share:.0%} held out for evaluation only, stratified by app"))
         review = {"reviewed_by": user, "review_note": FARM_REVIEW_NOTE} if user is not None else {}
         versions.add_queries(benchmark, [queries[k] for k in keys if k not in held], split=Split.OPEN, **review)
         versions.add_queries(benchmark, [queries[k] for k in keys if k in held], split=Split.HELD_OUT, **review)

@@ -1,11 +1,16 @@
-"""The flywheel demo (issue #16): the compact policy, trained only by our pipeline, round over round.
+"""The flywheel demo (issues #16, #34): the compact policy, trained only by our pipeline on what the
+query side generates, round over round, measured on tasks no line draws.
 
-    round 0   the untrained compact policy M0, evaluated on the benchmark's held-out split
-    round 1   schema-guided collection on the training (open) queries → HTSC → SFT pool →
-              snapshot → M1 → evaluated on the held-out split
+    set-up    every farm task frozen as a held-out version; a seeded share of its apps held out whole
+              (functions no round trains on); exploration of the other apps starts
+    round 0   the untrained compact policy M0, evaluated on the held-out version
+    explore   function trees from the explored pages → generated queries for every leaf, several
+              phrasings and personas, through intake gates 1–3 → the RL pool banked from them
+    round 1   schema-guided collection on the generated queries (GEM paths as known paths) → HTSC →
+              SFT pool → snapshot → M1 → evaluated
     round 2,3 the evolution loop (flywheel/repair/loop.py) from M1: roll out M(t) on the RL pool (the
-              goal alone) → HTSC → ECDM repair → snapshot → M(t+1) → evaluated on the held-out split
-    ablation  M3's training without the ECDM-produced samples, evaluated the same way
+              goal alone) → HTSC → ECDM repair and counterfactual derivation → snapshot → M(t+1) → evaluated
+    arms      the experiment: the last round with one part switched off (ARMS), evaluated the same way
 
 `advance_demo(id)` is safe to repeat and to run twice at once (the row is locked): it reads where the
 run stands from the database, starts what the next stage needs (Celery workers run the evaluations,
@@ -14,6 +19,7 @@ collections and repairs) and moves on when that is done. Beat calls it every 10 
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 
@@ -26,11 +32,25 @@ from benchmark.imports import import_farm_tasks
 from benchmark.infer import EvaluationRefused, launch_evaluation
 from benchmark.models import Benchmark, EvalRun
 from flywheel.collection.launch import cancel_run, launch_run
-from flywheel.models import CollectionRun, EvolutionLoop, Line, LoopRound, ModelVersion, Outcome, Trajectory
+from flywheel.models import (
+    App,
+    CollectionRun,
+    EvolutionLoop,
+    ExplorationRun,
+    Line,
+    LoopRound,
+    ModelVersion,
+    Outcome,
+    Query,
+    RunStatus,
+    Trajectory,
+)
 from flywheel.pools.rl import bank_phase0
+from flywheel.queries.exploration.runs import cancel_exploration
 from flywheel.repair.loop import advance_loop, newer_model, pool_sizes, start_loop
 from flywheel.repair.loop_control import cancel_loop
 from flywheel_demo.models import DemoRun
+from flywheel_demo.query_side import generate_training_queries, held_out_apps, spread_over_leaves, start_exploration
 from flywheel_demo.report import build_report, write_report
 from training import runs as training_runs
 from training.compact import CompactTrainingError, train_compact
@@ -38,7 +58,16 @@ from training.compact import CompactTrainingError, train_compact
 log = logging.getLogger(__name__)
 FARM_TASKS = Path(settings.BASE_DIR) / "simfarm" / "tasks" / "tasks.jsonl"
 DEFAULTS = {"phones": 4, "max_steps": 15, "loop_rounds": 2, "group_size": 4, "max_queries": 64, "epochs": 40,
-            "seed": 0}
+            "seed": 0, "unseen_apps": 2, "explore_seconds": 300, "phrasings": 2, "cross_app": 20,
+            "training_queries": 240}
+# The experiment's arms: the loop with one part switched off, same seeds, queries and held-out tasks,
+# each compared with the last round by a paired test over the tasks. (What it switches off, how.)
+ARMS = {
+    "no_ecdm": "the ECDM's repaired samples: the last round retrained from M1 without them",
+    "no_counterfactual": "counterfactual-derived queries: the last round retrained from M1 without their samples",
+    "no_rl_rounds": "the loop's RL rounds: round 1's model (schema-guided data only)",
+}
+DEFAULT_ARMS = list(ARMS)
 FINISHED_EVAL = (EvalRun.Status.DONE, EvalRun.Status.FAILED, EvalRun.Status.CANCELLED)
 FINISHED_RUN = (CollectionRun.Status.DONE, CollectionRun.Status.FAILED, CollectionRun.Status.CANCELLED)
 
@@ -48,8 +77,11 @@ class DemoError(RuntimeError):
 
 
 def clean_demo_config(raw: dict | None) -> dict:
-    config = dict(DEFAULTS)
+    config = {**DEFAULTS, "arms": list(DEFAULT_ARMS)}
     for key, value in (raw or {}).items():
+        if key == "arms":
+            config["arms"] = _clean_arms(value)
+            continue
         if key not in DEFAULTS:
             raise ValidationError(f"unknown demo setting {key!r}; the settings are {', '.join(DEFAULTS)}")
         if isinstance(value, bool) or not str(value).strip().isdigit():
@@ -59,7 +91,17 @@ def clean_demo_config(raw: dict | None) -> dict:
         raise ValidationError("phones must be 1–64, loop rounds 1–5 and epochs 1–500")
     if not 3 <= config["max_steps"] <= 50 or not 1 <= config["group_size"] <= 8 or config["max_queries"] < 1:
         raise ValidationError("steps per rollout must be 3–50, the group size 1–8 and queries per round ≥ 1")
+    if not 1 <= config["phrasings"] <= 10 or config["training_queries"] < 1 or config["explore_seconds"] < 30:
+        raise ValidationError("phrasings per leaf must be 1–10, training queries ≥ 1 and exploration ≥ 30 s")
     return config
+
+
+def _clean_arms(value) -> list[str]:
+    names = value if isinstance(value, list) else [part for part in str(value).split(",") if part.strip()]
+    unknown = [str(name) for name in names if str(name).strip() not in ARMS]
+    if unknown:
+        raise ValidationError(f"unknown experiment arm {unknown[0]!r}; the arms are {', '.join(ARMS)}")
+    return [name for name in ARMS if name in {str(n).strip() for n in names}]
 
 
 def start_demo(user=None, config: dict | None = None) -> DemoRun:
@@ -98,6 +140,9 @@ def _stop_started(demo, user=None):
     loop = EvolutionLoop.objects.filter(pk=demo.state.get("loop")).first()
     if loop is not None:
         cancel_loop(loop, user)
+    exploration = ExplorationRun.objects.filter(pk=demo.state.get("exploration")).first()
+    if exploration is not None:
+        cancel_exploration(exploration)
 
 
 def _run_ids(demo) -> list[int]:
@@ -157,22 +202,48 @@ def _evaluate(demo, label, model):
 
 
 def _setup(demo) -> bool:
-    # The farm's task set, split once by the benchmark import into training and held-out queries.
-    benchmark = import_farm_tasks(settings.FLYWHEEL_DEMO_TASKS or FARM_TASKS)
-    open_keys = list(benchmark.items.filter(split="open").values_list("query__key", flat=True))
-    demo.state.update(benchmark=benchmark.pk, open_queries=len(open_keys),
-                      held_out_queries=benchmark.items.filter(split="held_out").count(),
-                      banked=bank_phase0())
-    # Round 1's data first (its critical path): the schema-guided line on the training queries, the
-    # only line that shows the known path. Then round 0's evaluation, which takes the phones after it.
-    run = launch_run(Line.SCHEMA, {"keys": open_keys}, config={
-        "phones": demo.config["phones"], "max_steps": demo.config["max_steps"] + 10,
-        "clarify_wait_s": 0}, user=demo.created_by)  # nobody attends the demo: a clarify goes unanswered
-    demo.state["collection_run"] = run.pk
+    # Every farm task is evaluation material, frozen as a version named by the task file's contents.
+    path = Path(settings.FLYWHEEL_DEMO_TASKS or FARM_TASKS)
+    version = "held-out-" + hashlib.sha256(path.read_bytes()).hexdigest()[:8]
+    benchmark = import_farm_tasks(path, version=version, held_out_share=1, user=demo.created_by)
+    held = benchmark.items.filter(split="held_out")
+    packages = sorted(set(App.objects.filter(queries__benchmark_items__in=held).values_list("package", flat=True)))
+    unseen = held_out_apps(packages, demo.config["unseen_apps"], demo.config["seed"])
+    trained = [p for p in packages if p not in unseen]
+    exploration = start_exploration(trained, demo.config, demo.created_by)
+    demo.state.update(benchmark=benchmark.pk, held_out_queries=held.count(), unseen_apps=unseen,
+                      trained_apps=trained, exploration=exploration.pk)
     m0 = _train(demo, "r0", None, epochs=0)
     _evaluate(demo, "r0", m0)
-    return _stage(demo, "round1", f"round 0: evaluating {m0} on {demo.state['held_out_queries']} held-out tasks; "
-                                  f"schema-guided collection of {len(open_keys)} training queries")
+    return _stage(demo, "explore", f"round 0: evaluating {m0} on {held.count()} held-out tasks; exploring "
+                                   f"{len(trained)} apps to generate training queries ({len(unseen)} apps held out)")
+
+
+def _explore(demo) -> bool:
+    exploration = ExplorationRun.objects.get(pk=demo.state["exploration"])
+    if exploration.status in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.PAUSED):
+        return _wait(demo, f"exploring {len(exploration.apps)} apps: {exploration.pages_found} pages, "
+                           f"{exploration.actions_taken} actions so far")
+    if not exploration.pages_found:
+        raise DemoError(f"exploration run #{exploration.pk} {exploration.status} without finding a page: "
+                        + "; ".join(map(str, exploration.problems[:2])))
+    generation = generate_training_queries(demo.state["trained_apps"], demo.config)
+    keys = spread_over_leaves(generation, demo.config["training_queries"])
+    if not keys:
+        raise DemoError(f"generation run #{generation.pk} wrote no query that passed the intake gates "
+                        f"({generation.rejected} rejected)")
+    # The RL pool: the generated queries, goal alone (Phase 0 banks the naturally difficult ones).
+    ready = Query.objects.filter(generation_run=generation, status=Query.Status.READY)
+    demo.state.update(generation=generation.pk, generated=generation.generated, approved=ready.count(),
+                      open_queries=len(keys), banked=bank_phase0(list(ready)))
+    # Round 1's data: the schema-guided line over the generated queries, the only line that shows the
+    # known path (GEM's). Nobody attends the demo: a clarify goes unanswered.
+    run = launch_run(Line.SCHEMA, {"keys": keys}, config={
+        "phones": demo.config["phones"], "max_steps": demo.config["max_steps"] + 10,
+        "clarify_wait_s": 0}, user=demo.created_by)
+    demo.state["collection_run"] = run.pk
+    return _stage(demo, "round1", f"round 1: schema-guided collection of {len(keys)} generated queries "
+                                  f"({ready.count()} passed the gates)")
 
 
 def _round1(demo) -> bool:
@@ -221,11 +292,22 @@ def _loop(demo) -> bool:
     last = f"r{1 + demo.config['loop_rounds']}"
     if last not in demo.state.get("evals", {}):
         raise DemoError(f"the loop ended before round {last[1:]} ({loop.state})")
-    # The ablation: the last round's training without what the ECDM produced.
-    ablation = _train(demo, "ablation", ModelVersion.objects.get(pk=demo.state["models"]["r1"]),
-                      sources={"ecdm_repaired": 0, "*": 1})
-    _evaluate(demo, "ablation", ablation)
-    return _stage(demo, "report", "evaluating the last round and the ablation on the held-out tasks")
+    _start_arms(demo, last)
+    return _stage(demo, "report", "evaluating the last round and the experiment's arms on the held-out tasks")
+
+
+def _start_arms(demo, last: str) -> None:
+    """Each arm of the experiment is compared with the last round over the same held-out tasks."""
+    m1 = ModelVersion.objects.get(pk=demo.state["models"]["r1"])
+    arms = {}
+    for name in demo.config.get("arms", DEFAULT_ARMS):
+        label = "r1" if name == "no_rl_rounds" else f"arm:{name}"
+        if name == "no_ecdm":
+            _evaluate(demo, label, _train(demo, label, m1, sources={"ecdm_repaired": 0, "*": 1}))
+        elif name == "no_counterfactual":
+            _evaluate(demo, label, _train(demo, label, m1, counterfactual_queries=False))
+        arms[name] = {"label": label, "what": ARMS[name], "compare_to": last}
+    demo.state["arms"] = arms
 
 
 def _report(demo) -> bool:
@@ -240,7 +322,7 @@ def _report(demo) -> bool:
     return False
 
 
-STAGES = {"setup": _setup, "round1": _round1, "loop": _loop, "report": _report,
+STAGES = {"setup": _setup, "explore": _explore, "round1": _round1, "loop": _loop, "report": _report,
           "done": lambda demo: False}
 
 

@@ -109,8 +109,9 @@ def run_trainer(data_path: Path, out: Path, parent: ModelVersion | None, epochs:
 
 
 def train_compact(name: str, parent: ModelVersion | None = None, *, sources: dict | None = None,
-                  epochs: int = DEFAULT_EPOCHS, seed: int = 0) -> ModelVersion:
-    """The compact model `name` (made once: asking again returns it). epochs=0 is the untrained head."""
+                  epochs: int = DEFAULT_EPOCHS, seed: int = 0, counterfactual_queries: bool = True) -> ModelVersion:
+    """The compact model `name` (made once: asking again returns it). epochs=0 is the untrained head;
+    counterfactual_queries=False trains without the samples of counterfactual-derived queries (an ablation)."""
     existing = ModelVersion.objects.filter(name=name).first()
     if existing is not None:
         if existing.kind != ModelVersion.Kind.COMPACT:
@@ -120,8 +121,9 @@ def train_compact(name: str, parent: ModelVersion | None = None, *, sources: dic
     out.mkdir(parents=True, exist_ok=True)
     report = {"snapshot": None, "sources": sources or {}, "epochs": epochs}
     if epochs > 0:
-        snapshot = create_snapshot(DataSnapshot.Kind.SFT, {"sources": sources or {}}, name=f"{name} training data",
-                                   background=False)
+        snapshot = create_snapshot(DataSnapshot.Kind.SFT, {"sources": sources or {},
+                                                           "counterfactual_queries": counterfactual_queries},
+                                   name=f"{name} training data", background=False)
         if snapshot.status != DataSnapshot.Status.READY:
             raise CompactTrainingError(f"SFT snapshot #{snapshot.pk} is {snapshot.status}: {snapshot.error}")
         arrays, stats = featurize_snapshot(snapshot)

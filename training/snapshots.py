@@ -38,7 +38,7 @@ from training.rules.mixture import DEFAULT_KEY, mix, validate_ratios
 
 log = logging.getLogger(__name__)
 
-SETTINGS = ("sources", "k", "seed", "limit")
+SETTINGS = ("sources", "k", "seed", "limit", "counterfactual_queries")
 MAX_K = 32
 RL_STATES = (RlQueryEntry.State.ACTIVE, RlQueryEntry.State.BANKED)
 # The sources a mixture may name per kind (RL channels are free text).
@@ -75,7 +75,10 @@ def validate_config(kind: str, config: dict | None) -> dict:
     seed = _integer(config.get("seed", 0), "seed", 0, 2**63 - 1)
     limit = config.get("limit")
     limit = None if limit is None else _integer(limit, "limit", 1, None)
-    return {"sources": sources, "k": k, "seed": seed, "limit": limit}
+    counterfactual = config.get("counterfactual_queries", True)
+    if not isinstance(counterfactual, bool):
+        raise ValueError(f"counterfactual_queries must be true or false, not {counterfactual!r}")
+    return {"sources": sources, "k": k, "seed": seed, "limit": limit, "counterfactual_queries": counterfactual}
 
 
 def _integer(value, key, low, high):
@@ -88,20 +91,27 @@ def _integer(value, key, low, high):
 
 # -- the pools ------------------------------------------------------------------------------------------
 
-def pool_rows(kind: str, limit: int | None) -> tuple[list, int]:
-    """(the pool's exportable rows in id order, how many held-out rows were left out)."""
+QUERY_OF_ROW = {"cpt": "step__trajectory__query", "sft": "trajectory__query", "rl": "query"}
+
+
+def pool_rows(kind: str, limit: int | None, counterfactual_queries: bool = True) -> tuple[list, int, int]:
+    """(the pool's exportable rows in id order, how many held-out rows were left out, how many rows of
+    counterfactual-derived queries were left out — only when `counterfactual_queries` is False)."""
     if kind == DataSnapshot.Kind.CPT:
-        rows = CptEntry.objects.select_related("step__trajectory__query")
-        held_out = {"step__trajectory__query__evaluation_only": True}
+        rows = CptEntry.objects.select_related(QUERY_OF_ROW[kind])
     elif kind == DataSnapshot.Kind.SFT:
-        rows = SftEntry.objects.select_related("trajectory__query")
-        held_out = {"trajectory__query__evaluation_only": True}
+        rows = SftEntry.objects.select_related(QUERY_OF_ROW[kind])
     else:
         rows = RlQueryEntry.objects.select_related("query").filter(state__in=RL_STATES)
-        held_out = {"query__evaluation_only": True}
+    held_out = {f"{QUERY_OF_ROW[kind]}__evaluation_only": True}
     excluded = rows.filter(**held_out).count()
     rows = rows.exclude(**held_out).order_by("pk")
-    return list(rows[:limit] if limit else rows), excluded
+    derived = 0
+    if not counterfactual_queries:  # an adversarial query targets a failure class (§2.4.3)
+        derived_rows = {f"{QUERY_OF_ROW[kind]}__failure_class__isnull": False}
+        derived = rows.filter(**derived_rows).count()
+        rows = rows.exclude(**derived_rows)
+    return list(rows[:limit] if limit else rows), excluded, derived
 
 
 def source_of(kind: str, row) -> str:
@@ -144,8 +154,10 @@ def build_snapshot(snapshot: DataSnapshot) -> DataSnapshot:
     partial = directory.with_name(f"{snapshot.pk}.partial")
     try:
         config = validate_config(snapshot.kind, snapshot.config)
-        rows, held_out = pool_rows(snapshot.kind, config["limit"])
+        rows, held_out, derived = pool_rows(snapshot.kind, config["limit"], config["counterfactual_queries"])
         stats = {"held_out_excluded": held_out, "pool_rows": _count_by(snapshot.kind, rows), "k": config["k"]}
+        if not config["counterfactual_queries"]:
+            stats["counterfactual_excluded"] = derived
         if not rows:
             return _finish(snapshot, DataSnapshot.Status.EMPTY, stats=stats, error=EMPTY_POOL[snapshot.kind])
         by_source = {}

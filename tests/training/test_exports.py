@@ -216,7 +216,7 @@ def test_the_same_rows_and_config_give_the_same_hash_and_tampering_is_found():
     assert create_snapshot("sft", {"k": 1}).content_hash != first.content_hash
     manifest = json.loads((Path(first.directory) / "manifest.json").read_text())
     assert manifest["content_hash"] == first.content_hash and manifest["protocol"] == {"k": 2}
-    assert manifest["config"] == {"sources": {}, "k": 2, "seed": 0, "limit": None}
+    assert manifest["config"] == {"sources": {}, "k": 2, "seed": 0, "limit": None, "counterfactual_queries": True}
     image = next(iter(manifest["images"]))
     (Path(first.directory) / image).write_bytes(frame("tampered"))
     problems = verify_snapshot(first)
