@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from flywheel.policies.base import PolicyError, PolicyState, Proposal
-from flywheel.policies.compact_features import Candidate, featurize
+from flywheel.policies.compact_features import SCALARS, V1_SCALARS, Candidate, featurize
 from flywheel.policies.protocol import (
     DEFAULT_COORDS,
     ProtocolError,
@@ -46,10 +46,20 @@ class CompactHead:
             raise PolicyError(f"{directory}: not a {FORMAT} model ({self.config.get('format')!r})")
         with np.load(weights_path) as weights:
             self.w = {name: weights[name].astype(np.float32) for name in ("mean", "std", "w1", "b1", "w2", "b2")}
+        # A head reads the first `features` columns: one trained before columns were appended still
+        # scores what it learned; one from newer code than this refuses rather than guess.
+        self.features = int(self.config.get("features") or self.w["w1"].shape[0])
+        if not V1_SCALARS <= self.features <= SCALARS or self.w["w1"].shape[0] != self.features:
+            raise PolicyError(f"{directory}: the head reads {self.features} features (weights for "
+                              f"{self.w['w1'].shape[0]}); this code computes {SCALARS} — retrain it")
+
+    def knows(self, candidate: Candidate) -> bool:
+        """Whether the head was trained with this kind of candidate (call_user came with the stop evidence)."""
+        return candidate.kind != "call_user" or self.features > V1_SCALARS
 
     def scores(self, features: np.ndarray) -> np.ndarray:
         w = self.w
-        x = (features - w["mean"]) / w["std"]
+        x = (features[:, :self.features] - w["mean"]) / w["std"]
         hidden = np.maximum(x @ w["w1"] + w["b1"], 0)
         return (hidden @ w["w2"] + w["b2"]).reshape(-1)
 
@@ -99,6 +109,8 @@ class CompactPolicy:
                                   state.screen_size)
         candidates, features = featurize(state.goal, history, state.hierarchy_xml, state.screen_size,
                                          list(state.apps or []), package, extra_nodes=pixels.nodes)
+        known = [i for i, c in enumerate(candidates) if head.knows(c)]
+        candidates, features = [candidates[i] for i in known], features[known]
         scores = head.scores(features)
         shares = np.exp(scores - scores.max())
         shares /= shares.sum()

@@ -1,16 +1,17 @@
 """What the compact policy sees: the candidate actions of a screen and one feature row per candidate.
 
-One definition for acting (flywheel/policies/compact.py) and for training (training/compact_data.py,
+One definition for acting (flywheel/policies/compact.py) and for training (training/compact.py,
 which reads the same goal, history text and hierarchy back out of a pool export), so a trained
 head scores at run time exactly the features it was trained on.
 
 A candidate is an action the screen offers: tap or long-press a clickable element, type a span of
 the goal into an editable field, swipe up or down, press back, home or enter, open one of the task's
-apps, terminate. Its features: sentence-embedding similarities (the packaged MiniLM) of the candidate
-to the goal, to each clause of the goal and to the last decision; word overlaps with the goal and with
-what was done (the history's decisions); where the goal names it and whether it comes next there; its
-kind and the last two kinds done; where it sits on the screen and what state it is in. Nothing here
-reads a task file or a known path.
+apps, hand back to the user (call_user), terminate. Its features: sentence-embedding similarities (the
+packaged MiniLM) of the candidate to the goal, to each clause of the goal and to the last decision; word
+overlaps with the goal and with what was done (the history's decisions); where the goal names it and
+whether it comes next there; its kind and the last two kinds done; where it sits on the screen and what
+state it is in; and, for the two ending candidates only, how much of the goal the history and the screen
+account for, so a stop is earned from evidence. Nothing here reads a task file or a known path.
 """
 from __future__ import annotations
 
@@ -27,26 +28,32 @@ from flywheel.screens.embedding import get_model
 from flywheel.screens.labels import stems as offline_stems
 from flywheel.screens.labels import toggle_state, wanted_toggle_state
 
-KINDS = ("tap", "long_press", "type", "swipe_up", "swipe_down", "back", "home", "enter", "open", "terminate")
+KINDS = ("tap", "long_press", "type", "swipe_up", "swipe_down", "back", "home", "enter", "open", "terminate",
+         "call_user")
+STOP_KINDS = ("terminate", "call_user")   # the candidates that end the episode
 BUTTONS = {"back": "back", "home": "home", "enter": "enter"}  # the system buttons a candidate presses
 SYSTEM_PACKAGES = ("com.android.systemui",)
 LAUNCHER_HINT = "launcher"
 FILLER = frozenset("""open app tap click turn set go find show use want please make sure then into using called
 named see check get let put change switch enable disable setting choose select press long stay the a an and to
 in on of for my me it is be with from that this at by as or""".split())
+# What the user must decide (the protocol hands over before payments, logins, CAPTCHAs).
+HANDOFF_WORDS = frozenset("pay payment password login captcha purchase".split())
 SUBMIT_WORDS = frozenset("""save send submit apply confirm done create post checkout show result search pay
 place order claim subscribe connect pair return""".split())
 # Words a goal uses about the interface, never as the text to enter.
 UI_WORDS = frozenset("""type title write enter search message note notes text field button box name add send save
 delete create post comment share open tap""".split())
 KIND_TEXT = {"swipe_up": "scroll down to see more", "swipe_down": "scroll back up", "back": "go back",
-             "home": "go to the home screen", "enter": "press enter to submit", "terminate": "the task is done"}
+             "home": "go to the home screen", "enter": "press enter to submit", "terminate": "the task is done",
+             "call_user": "hand control back to the user to decide"}
 _QUOTED = re.compile(r"(?<!\w)[\"“‘']([^\"“”‘’]{1,80}?)[\"”’'](?!\w)")
 _AFTER = re.compile(r"\b(?:called|titled|named|type|write|message|comment|saying|says|as)\s+"
                     r"([A-Za-z0-9][\w .@'-]{0,60}?)(?=[,.;!?]|\s+(?:and|as|to|in|on|then|for|with)\b|$)")
 _PROPER = re.compile(r"\b(?:[A-Z0-9][\w'-]*)(?:[ ,]+(?:[A-Z0-9][\w'-]*))*")
 _HISTORY_ACTION = re.compile(r"<tool_call>(.*?)</tool_call>")
 _CHUNKS = re.compile(r"[,.;:!?—–]|\band\b|\bthen\b", re.I)
+_PUNCTUATION = re.compile(r"[^\w\s]")
 _DECISION = re.compile(r"\[Decision\] (.*?) \[Memory\]")
 MAX_SPANS = 14
 MAX_TAPS = 60
@@ -157,6 +164,8 @@ def candidates(hierarchy_xml: str, screen: tuple[int, int], goal: str, apps: lis
         found.append(Candidate(kind, "", {"action": "system_button", "button": button}))
     for app in dict.fromkeys(apps or []):
         found.append(Candidate("open", app_words(app), {"action": "open", "app": app}, app=app))
+    found.append(Candidate("call_user", "", {"action": "call_user",
+                                             "reason": "This step is the user's to decide"}))
     found.append(Candidate("terminate", "", {"action": "terminate", "status": "success"}))
     return found
 
@@ -220,7 +229,10 @@ class EmbeddingCache:
 
 
 EMBED = EmbeddingCache()
-SCALARS = 64
+# The first 64 columns are the layout heads were trained on before the stop evidence (their kind
+# one-hots cover the first ten kinds); what came later is appended, so such a head still reads its own.
+V1_SCALARS, V1_KINDS = 64, KINDS[:10]
+SCALARS = 80
 
 
 def _tapped_before(node: UiNode, past: list[dict]) -> int:
@@ -264,7 +276,7 @@ def featurize(goal: str, history_text: str, hierarchy_xml: str, screen: tuple[in
     typed = [str(a.get("text") or "").lower() for a in past if a.get("action") == "type"]
     on_launcher = float(LAUNCHER_HINT in package)
     wants_on = wanted_toggle_state(goal)
-    kinds = len(KINDS)
+    kinds = len(V1_KINDS)
     rows = np.zeros((len(found), SCALARS), dtype=np.float32)
     # Where each element is named in the goal, and which named, not yet used element comes first
     # there: a narrated goal ("tap A, then B") is done in its order.
@@ -283,6 +295,8 @@ def featurize(goal: str, history_text: str, hierarchy_xml: str, screen: tuple[in
                                for i, is_submit in enumerate(submits)))
     last_submitted = float(bool(stems(last_step[0]) & SUBMIT_WORDS))
     best_fresh, strong_fresh = max(untouched, default=0.0), sum(u >= 0.5 for u in untouched)
+    evidence = stop_evidence(goal, chunks, done, typed, screen_text(hierarchy_xml, extra_nodes), len(past))
+    evidence += [submit_waiting, best_fresh, min(strong_fresh, 5) / 5, repeated, last_submitted]
     for i, c in enumerate(found):
         label_stems = stems(c.label if c.kind != "type" else c.span)
         overlap = len(label_stems & goal_stems)
@@ -317,11 +331,49 @@ def featurize(goal: str, history_text: str, hierarchy_xml: str, screen: tuple[in
         row = rows[i]
         row[:len(values)] = values
         base = len(values)                      # 32, then the kind and the last two kinds, one-hot
-        row[base + KINDS.index(c.kind)] = 1.0
+        if c.kind in V1_KINDS:
+            row[base + V1_KINDS.index(c.kind)] = 1.0
         for k, kind in enumerate(last_kinds):
-            if kind:
-                row[base + kinds * (k + 1) + KINDS.index(kind)] = 1.0
+            if kind in V1_KINDS:
+                row[base + kinds * (k + 1) + V1_KINDS.index(kind)] = 1.0
+        # A stop is earned: only the ending candidates carry how much of the goal is done.
+        row[V1_SCALARS] = float(c.kind == "call_user")
+        if c.kind in STOP_KINDS:
+            row[V1_SCALARS + 1:V1_SCALARS + 1 + len(evidence)] = evidence
     return found, rows
+
+
+def screen_text(hierarchy_xml: str, extra_nodes: list[UiNode] = ()) -> str:
+    """Every word the screen shows (the dump's text and descriptions, and what OCR read of a blind page)."""
+    return " ".join([*(root.all_text() for root in parse_hierarchy(hierarchy_xml)),
+                     *(node.all_text() for node in extra_nodes)])
+
+
+def stop_evidence(goal: str, chunks: list[str], done: list[str], typed: list[str], shown: str,
+                  steps: int) -> list[float]:
+    """How much of the goal the history and the screen account for: the share of the goal's clauses
+    whose content words (at least half) were done or are shown, and done alone; the share of the text
+    it asks to enter that was typed or is shown; the share of its words on screen; the steps taken per
+    clause; no step yet; a screen and a goal that speak of what the user must decide (a payment)."""
+    def words(text: str) -> set[str]:  # quotes and punctuation apart: 'Groceries' is Groceries
+        return stems(_PUNCTUATION.sub(" ", text))
+
+    done_stems, shown_stems, goal_stems = words(" ".join(done)), words(shown), words(goal)
+    clauses = [found for found in (words(chunk) for chunk in chunks) if found]
+
+    def accounted(words: set[str], by: set[str]) -> bool:
+        return len(words & by) * 2 >= len(words)
+
+    spans = [span.lower() for span in goal_spans(goal)]
+    entered, shown_lower = " | ".join(typed + [d.lower() for d in done]), shown.lower()
+    return [
+        sum(accounted(words, done_stems | shown_stems) for words in clauses) / max(1, len(clauses)),
+        sum(accounted(words, done_stems) for words in clauses) / max(1, len(clauses)),
+        sum(span in entered or span in shown_lower for span in spans) / max(1, len(spans)),
+        len(goal_stems & shown_stems) / max(1, len(goal_stems)),
+        min(steps / max(1, len(clauses)), 3.0) / 3, float(steps == 0),
+        float(bool(shown_stems & HANDOFF_WORDS)), float(bool(goal_stems & HANDOFF_WORDS)),
+    ]
 
 
 # -- the training target ---------------------------------------------------------------------------------

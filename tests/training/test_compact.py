@@ -12,8 +12,17 @@ from PIL import Image
 from flywheel.blobs import store_blob
 from flywheel.models import App, ModelVersion, Query, SftEntry, Step, Trajectory
 from flywheel.policies import PolicyState, policy_for
-from flywheel.policies.compact import CompactPolicy
-from flywheel.policies.compact_features import SCALARS, candidates, featurize, goal_spans, prompt_parts, target_index
+from flywheel.policies.base import PolicyError
+from flywheel.policies.compact import FORMAT, CompactHead, CompactPolicy
+from flywheel.policies.compact_features import (
+    SCALARS,
+    V1_SCALARS,
+    candidates,
+    featurize,
+    goal_spans,
+    prompt_parts,
+    target_index,
+)
 from flywheel.policies.protocol import TAGS, HistoryEntry, history_text, parse_output
 from training.compact import CompactTrainingError, featurize_snapshot, loop_trainer, train_compact
 from training.models import DataSnapshot
@@ -84,8 +93,103 @@ def test_the_target_of_an_executed_action_is_the_candidate_it_hit():
     assert target_index(found, {"action": "click", "point": [999, 5]}, SCREEN) is None       # nothing there
     assert target_index(found, {"action": "wait", "seconds": 1}, SCREEN) is None
     assert target_index(found, {"action": "terminate", "status": "failure"}, SCREEN) is None
+    assert found[target_index(found, {"action": "call_user", "reason": "pay"}, SCREEN)].kind == "call_user"
     _, features = featurize("Open Gift ideas", "", LIST, SCREEN, [APP], APP)
     assert features.shape == (len(found), SCALARS) and np.isfinite(features).all()
+
+
+def test_a_stop_is_earned_from_what_the_history_and_the_screen_account_for():
+    goal = "Make a note titled 'Groceries'"
+    fresh_found, fresh = featurize(goal, "", LIST, SCREEN, [APP], APP)
+    done = history_text([HistoryEntry(cot={"Decision": "Tap the New note button"},
+                                      action={"action": "click", "point": [480, 1040], "coords": "pixel"}),
+                         HistoryEntry(cot={"Decision": "Type Groceries into Title"},
+                                      action={"action": "type", "text": "Groceries", "point": [270, 150],
+                                              "coords": "pixel"})])
+    typed_found, typed = featurize(goal, done, EDITOR.replace('text="Title"', 'text="Groceries"'), SCREEN,
+                                   [APP], APP)
+    evidence = slice(V1_SCALARS + 1, SCALARS)
+
+    def stop_row(found, rows, kind="terminate"):
+        return rows[next(i for i, c in enumerate(found) if c.kind == kind)]
+
+    before, after = stop_row(fresh_found, fresh)[evidence], stop_row(typed_found, typed)[evidence]
+    assert before[5] == 1 and after[5] == 0                      # no step yet
+    assert before[1] == 0 and after[1] == 1                      # the goal's clauses done, by the history
+    assert before[2] == 0 < after[2]                             # the text it asks for: typed or shown
+    assert (stop_row(typed_found, typed, "call_user")[evidence] == after).all()
+    assert stop_row(typed_found, typed, "call_user")[V1_SCALARS] == 1
+    others = [row for c, row in zip(typed_found, typed) if c.kind not in ("terminate", "call_user")]
+    assert not np.array(others)[:, V1_SCALARS:].any()           # only an ending candidate carries them
+    payment = screen_xml(node("Payment confirmation", clickable=False, bounds=(0, 0, 540, 90)),
+                         node("Pay now", bounds=(0, 1000, 540, 1100)))
+    found, rows = featurize("Buy the AirPods but don't pay, I'll confirm the payment", done, payment, SCREEN,
+                            [APP], APP)
+    assert list(stop_row(found, rows)[evidence][6:8]) == [1, 1]  # a screen and a goal about paying
+
+
+def head_directory(tmp_path, features, w1, mean=None, std=None):
+    np.savez(tmp_path / "weights.npz", mean=np.zeros(features) if mean is None else mean,
+             std=np.ones(features) if std is None else std, w1=w1, b1=np.zeros(w1.shape[1]),
+             w2=np.ones((w1.shape[1], 1)), b2=np.zeros(1))
+    (tmp_path / "config.json").write_text(json.dumps({"format": FORMAT, "features": features,
+                                                      "hidden": w1.shape[1]}))
+    return tmp_path
+
+
+def test_a_head_trained_on_the_first_64_features_still_scores_them_and_a_wider_one_refuses(tmp_path):
+    w1 = np.zeros((V1_SCALARS, 1), dtype=np.float32)
+    w1[2, 0] = w1[4, 0] = 1.0                   # the label's share of goal words, the label inside the goal
+    old = CompactHead(head_directory(tmp_path, V1_SCALARS, w1))
+    found, rows = featurize("Open Gift ideas", "", LIST, SCREEN, [APP], APP)
+    assert found[int(np.argmax(old.scores(rows)))].label == "Gift ideas"
+    assert not old.knows(next(c for c in found if c.kind == "call_user"))  # never trained with a handback
+    state = PolicyState(goal="Open Gift ideas", history=[], screenshots=[frame(0)], hierarchy_xml=LIST,
+                        screen_size=SCREEN, foreground={"package": APP}, apps=[APP])
+    assert CompactPolicy(str(tmp_path)).propose(state).model_io["candidates"] == len(found) - 1
+    (tmp_path / "config.json").write_text(json.dumps({"format": FORMAT, "features": SCALARS + 16, "hidden": 1}))
+    np.savez(tmp_path / "weights.npz", mean=np.zeros(SCALARS + 16), std=np.ones(SCALARS + 16),
+             w1=np.zeros((SCALARS + 16, 1)), b1=np.zeros(1), w2=np.ones((1, 1)), b2=np.zeros(1))
+    with pytest.raises(PolicyError, match=f"reads {SCALARS + 16} features.*computes {SCALARS} — retrain"):
+        CompactHead(tmp_path)
+
+
+def test_every_training_standardises_by_its_own_data_and_a_warm_start_keeps_its_parents_function(tmp_path, torch):
+    from training.trainer.compact import train
+
+    rng = np.random.default_rng(0)
+
+    def steps(n, shift, scale):
+        x = rng.normal(shift, scale, (n * 6, SCALARS)).astype(np.float32)
+        return x, np.arange(0, n * 6 + 1, 6), rng.integers(0, 6, n)
+
+    def write(weights, name):
+        directory = tmp_path / name
+        directory.mkdir()
+        np.savez(directory / "weights.npz", **weights)
+        (directory / "config.json").write_text(json.dumps({"format": FORMAT, "features": SCALARS, "hidden": 64}))
+        return directory
+
+    # Round 0: no data, the identity standardisation; round 1 warm-starts from it and standardises anyway.
+    round0 = write(train(np.zeros((0, SCALARS), np.float32), np.zeros(1, np.int64), np.zeros(0, np.int64),
+                         epochs=0)[0], "r0")
+    x1, offsets1, target1 = steps(40, 3.0, 2.0)
+    round1, _ = train(x1, offsets1, target1, epochs=3, init=round0)
+    assert np.allclose(round1["mean"], x1.mean(axis=0), atol=1e-5) and not np.allclose(round1["std"], 1)
+    parent = write(round1, "r1")
+    # A warm start on other data, before any epoch: the new data's standardisation, the parent's scores.
+    x2, offsets2, target2 = steps(30, -1.0, 0.5)
+    child, _ = train(x2, offsets2, target2, epochs=0, init=parent)
+    assert np.allclose(child["mean"], x2.mean(axis=0), atol=1e-5)
+    assert np.allclose(child["std"], x2.std(axis=0) + 1e-3, atol=1e-5)
+    scores_before, scores_after = CompactHead(parent).scores(x2), CompactHead(write(child, "r2")).scores(x2)
+    assert np.abs(scores_before).max() > 0.1 and np.allclose(scores_after, scores_before, atol=1e-5)
+    # A parent from before the stop evidence (64 features) starts the new columns at zero: same scores.
+    old = write({**{k: v[:V1_SCALARS] for k, v in round1.items() if k in ("mean", "std", "w1")},
+                 **{k: round1[k] for k in ("b1", "w2", "b2")}}, "old")
+    (old / "config.json").write_text(json.dumps({"format": FORMAT, "features": V1_SCALARS, "hidden": 64}))
+    grown, _ = train(x2, offsets2, target2, epochs=0, init=old)
+    assert np.allclose(CompactHead(write(grown, "grown")).scores(x2), CompactHead(old).scores(x2), atol=1e-5)
 
 
 def notes_query(text, key):
