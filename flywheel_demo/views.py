@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.roles import ADMIN, MANAGER, role_required
 from flywheel_demo.models import DemoRun
-from flywheel_demo.orchestrator import DEFAULTS, cancel_demo, start_demo
+from flywheel_demo.orchestrator import ARMS, DEFAULT_ARMS, DEFAULTS, cancel_demo, start_demo
 from flywheel_demo.report import NO_ECDM, chart_svg, reports_directory, stored_reports
 from training import runs as training_runs
 
@@ -73,6 +73,7 @@ def demo_home(request):
     latest = demos[0] if demos else None
     return render(request, "flywheel_demo/home.html", {
         **_context(latest), "demos": demos, "reports": stored_reports(), "defaults": DEFAULTS,
+        "arm_choices": [{"name": name, "what": what, "checked": name in DEFAULT_ARMS} for name, what in ARMS.items()],
         "reports_directory": reports_directory(),
         "extras_installed": training_runs.training_extras_installed(), "install_hint": training_runs.INSTALL_HINT})
 
@@ -103,6 +104,7 @@ def demo_report_file(request, name):
 @require_POST
 def demo_start(request):
     config = {key: request.POST[key] for key in DEFAULTS if request.POST.get(key, "").strip()}
+    config["arms"] = request.POST.getlist("arms")  # none ticked: the rounds alone, no experiment arm
     try:
         demo = start_demo(request.user, config)
     except ValidationError as error:

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from benchmark.models import EvalRun
-from flywheel.models import CollectionRun, EvolutionLoop, ModelVersion, SftEntry
+from flywheel.models import EvolutionLoop, ModelVersion, SftEntry, Trajectory
 from flywheel_demo.models import DemoRun
 from flywheel_demo.orchestrator import advance_demo, clean_demo_config, start_demo
 from flywheel_demo.report import last_line, stored_reports, summary
@@ -38,9 +38,10 @@ def test_the_demo_runs_every_round_through_the_services(demo_settings, farm_sett
     from devices.registry import discover_devices
 
     discover_devices([farm_settings.address])
-    demo = DemoRun.objects.create(config=clean_demo_config({"phones": 3, "max_steps": 6, "loop_rounds": 1,
-                                                            "epochs": 10}))
-    deadline = time.monotonic() + 600
+    demo = DemoRun.objects.create(config=clean_demo_config({
+        "phones": 3, "max_steps": 6, "loop_rounds": 1, "epochs": 10, "unseen_apps": 1, "explore_seconds": 60,
+        "phrasings": 1, "cross_app": 0, "training_queries": 12, "max_queries": 8, "group_size": 2}))
+    deadline = time.monotonic() + 900
     while time.monotonic() < deadline:  # a guard against hanging, not a speed check
         demo = advance_demo(demo.pk)
         if demo.status not in DemoRun.LIVE:
@@ -48,32 +49,37 @@ def test_the_demo_runs_every_round_through_the_services(demo_settings, farm_sett
         time.sleep(1)
     assert demo.status == DemoRun.Status.DONE, (demo.stage, demo.detail, demo.error)
     report = demo.report
-    held_out = report["held_out_queries"]
-    assert 0 < held_out < len(SLICE) and report["open_queries"] == len(SLICE) - held_out
+    # Every farm task is held out; the rounds trained on generated queries of the apps not held out whole.
+    assert report["held_out_queries"] == len(SLICE) and 0 < report["open_queries"] <= 12
+    unseen, trained = demo.state["unseen_apps"], demo.state["trained_apps"]
+    assert len(unseen) == 1 and len(trained) == 2 and not set(unseen) & set(trained)
     assert [row["round"] for row in report["rounds"]] == [0, 1, 2]
-    for row in report["rounds"] + [report["ablation"]]:
-        assert row["tasks"] == held_out and 0 <= row["sr"] <= 1 and row["status"] == "done"
-    # Every evaluation ran on the held-out split only, each round on its own model, M0 → M1 → M2.
+    for row in report["rounds"]:
+        assert row["tasks"] == len(SLICE) and 0 <= row["sr"] <= 1 and row["status"] == "done"
+    # Every evaluation ran on the held-out split only, each round on its own model, M0 → M1 → M2, and each
+    # arm retrained from M1; the arm without RL rounds is M1 itself.
     evaluations = EvalRun.objects.filter(pk__in=demo.state["evals"].values())
-    assert {e.split for e in evaluations} == {"held_out"} and evaluations.count() == 4
+    assert {e.split for e in evaluations} == {"held_out"} and evaluations.count() == 5
     models = {label: ModelVersion.objects.get(pk=pk) for label, pk in demo.state["models"].items()}
     assert models["r1"].parent == models["r0"] and models["r2"].parent == models["r1"]
+    assert models["arm:no_ecdm"].parent == models["r1"] and models["arm:no_counterfactual"].parent == models["r1"]
     assert {m.kind for m in models.values()} == {"compact"}
-    # Round 1 trained on the schema-guided line's verified trajectories; no collection drew a held-out query.
+    assert {name: arm["label"] for name, arm in demo.state["arms"].items()} == {
+        "no_ecdm": "arm:no_ecdm", "no_counterfactual": "arm:no_counterfactual", "no_rl_rounds": "r1"}
+    # Round 1 trained on the schema-guided line's verified trajectories of generated queries. No line but
+    # the benchmark's drew a farm task, and none touched the app held out whole.
     assert report["rounds"][1]["training"]["steps_used"] > 0 and report["rounds"][1]["pools"]["sft"] > 0
-    held_keys = set(EvalRun.objects.get(pk=demo.state["evals"]["r0"]).benchmark.items.filter(split="held_out")
-                    .values_list("query__key", flat=True))
-    for run in CollectionRun.objects.exclude(line="benchmark"):
-        assert not set(run.trajectories.values_list("query__key", flat=True)) & held_keys
-    assert not SftEntry.objects.filter(trajectory__query__evaluation_only=True, trajectory__line="ecdm").exists()
-    # Round 2 is the loop's: its rollouts, verdicts and salvage are reported; the ablation dropped the ECDM's data.
+    drawn = Trajectory.objects.exclude(line="benchmark")
+    assert drawn.exists() and not drawn.filter(query__evaluation_only=True).exists()
+    assert not drawn.filter(query__generation_run=None, query__failure_class=None, query__derived_from=None).exists()
+    assert not drawn.filter(query__apps__package__in=unseen).exists()
+    assert not SftEntry.objects.filter(trajectory__query__evaluation_only=True).exists()
     loop = EvolutionLoop.objects.get(pk=demo.state["loop"])
     assert loop.status == "done" and report["rounds"][2]["rollouts"] > 0
-    assert "ecdm_repaired" not in (report["ablation"]["training"]["by_source"] or {})
     assert report["line"] == last_line(report["figures"]) and report["line"].startswith("flywheel: sr_round0=")
     assert stored_reports()[0]["demo"] == demo.pk
     chart = Path(demo.report_path).with_suffix(".svg").read_text()
-    assert chart.startswith("<svg") and f"/{held_out})" in chart and "no ECDM data" in chart
+    assert chart.startswith("<svg") and f"/{len(SLICE)})" in chart
 
 
 def test_the_last_line_names_the_rounds_that_ran():
