@@ -49,9 +49,9 @@ def artifact_directory(name: str) -> Path:
 
 
 def featurize_snapshot(snapshot: DataSnapshot) -> tuple[dict, dict]:
-    """(arrays x, offsets, target; stats) from an SFT snapshot's data.jsonl and hierarchies/."""
+    """(arrays x, offsets, target, stop (each step's terminate candidate); stats) from an SFT snapshot's data.jsonl and hierarchies/."""
     directory = Path(snapshot.directory)
-    blocks, offsets, targets = [], [0], []
+    blocks, offsets, targets, stops = [], [0], [], []
     stats = {"samples": 0, "used": 0, "skipped": {}}
 
     def skip(reason):
@@ -82,9 +82,11 @@ def featurize_snapshot(snapshot: DataSnapshot) -> tuple[dict, dict]:
             blocks.append(features)
             offsets.append(offsets[-1] + len(found))
             targets.append(index)
+            stops.append(next(i for i, c in enumerate(found) if c.kind == "terminate"))
     stats["used"] = len(targets)
     x = np.concatenate(blocks) if blocks else np.zeros((0, FEATURES), np.float32)
-    return {"x": x, "offsets": np.array(offsets, np.int64), "target": np.array(targets, np.int64)}, stats
+    return {"x": x, "offsets": np.array(offsets, np.int64), "target": np.array(targets, np.int64),
+            "stop": np.array(stops, np.int64)}, stats
 
 
 def run_trainer(data_path: Path, out: Path, parent: ModelVersion | None, epochs: int, seed: int) -> dict:
@@ -133,7 +135,7 @@ def train_compact(name: str, parent: ModelVersion | None = None, *, sources: dic
                       by_source=snapshot.stats.get("by_source", {}), **stats)
     else:
         arrays = {"x": np.zeros((0, FEATURES), np.float32), "offsets": np.zeros(1, np.int64),
-                  "target": np.zeros(0, np.int64)}
+                  "target": np.zeros(0, np.int64), "stop": np.zeros(0, np.int64)}
     data_path = out / "features.npz"
     np.savez(data_path, **arrays)
     report["trainer"] = run_trainer(data_path, out, parent, epochs, seed)

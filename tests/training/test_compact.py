@@ -250,6 +250,9 @@ def test_train_then_act_through_the_policy_interface(pool, torch):
     snapshot = DataSnapshot.objects.get(pk=report["snapshot"])
     arrays, _ = featurize_snapshot(snapshot)
     assert len(arrays["offsets"]) == 9 and arrays["x"].shape[0] == arrays["offsets"][-1]
+    assert report["trainer"]["train_premature_stop"] == 0 and (arrays["target"] == arrays["stop"]).sum() == 3
+    with np.load(Path(model.artifact, "weights.npz")) as weights:  # its own data's, not round 0's 0/1
+        assert np.allclose(weights["mean"], arrays["x"].mean(axis=0), atol=1e-5)
 
     policy = policy_for(model)
     state = PolicyState(goal="Open my Gift ideas note", history=[], screenshots=[frame(0)], hierarchy_xml=LIST,

@@ -2,9 +2,10 @@
 
     python -m training.trainer.compact --data features.npz --out DIR [--init DIR] [--epochs N] [--seed S]
 
-features.npz (training/compact_data.py writes it from an SFT snapshot): `x` [candidates, d] float32,
+features.npz (training/compact.py writes it from an SFT snapshot): `x` [candidates, d] float32,
 `offsets` [steps + 1] (step i's candidates are x[offsets[i]:offsets[i+1]]), `target` [steps] (the
-index, within its step, of the action the pool's sample took). The loss is the listwise softmax
+index, within its step, of the action the pool's sample took), optionally `stop` [steps] (the index of
+its terminate candidate, for the premature stop rate in metrics.json). The loss is the listwise softmax
 cross-entropy of each step's candidate scores. `--epochs 0` writes the untrained (seeded random)
 head: round 0 of the flywheel demo. Writes weights.npz, config.json and metrics.json into DIR (the
 format flywheel/policies/compact.py reads; numpy at inference, torch only here).
@@ -63,7 +64,9 @@ def restandardise(model, old: tuple[np.ndarray, np.ndarray], new: tuple[np.ndarr
 
 def train(x: np.ndarray, offsets: np.ndarray, target: np.ndarray, *, hidden: int = 64, epochs: int = 60,
           lr: float = 3e-3, weight_decay: float = 1e-4, seed: int = 0, init: Path | None = None,
-          batch_steps: int = 64) -> tuple[dict, list]:
+          batch_steps: int = 64, stop: np.ndarray | None = None) -> tuple[dict, list]:
+    """`stop`: each step's terminate candidate (its index within the step), for the premature stop
+    rate: the share of steps not ending in terminate where the head ranks terminate first."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     features = x.shape[1]
@@ -105,12 +108,15 @@ def train(x: np.ndarray, offsets: np.ndarray, target: np.ndarray, *, hidden: int
         weights = {"mean": mean.astype(np.float32), "std": std.astype(np.float32),
                    "w1": model[0].weight.numpy().T.copy(), "b1": model[0].bias.numpy().copy(),
                    "w2": model[2].weight.numpy().T.copy(), "b2": model[2].bias.numpy().copy()}
-        accuracy = None
+        accuracy = premature = None
         if len(target):
             scores = model(xs).squeeze(-1).numpy()
-            hits = [int(np.argmax(scores[s:e]) == t) for s, e, t in zip(starts, ends, target)]
-            accuracy = round(float(np.mean(hits)), 4)
-    return weights, [*curve, {"train_accuracy": accuracy}]
+            best = np.array([int(np.argmax(scores[s:e])) for s, e in zip(starts, ends)])
+            accuracy = round(float(np.mean(best == target)), 4)
+            going_on = stop is not None and target != stop
+            if stop is not None and going_on.any():
+                premature = round(float(np.mean(best[going_on] == stop[going_on])), 4)
+    return weights, [*curve, {"train_accuracy": accuracy, "train_premature_stop": premature}]
 
 
 def main(argv=None):
@@ -125,9 +131,10 @@ def main(argv=None):
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     with np.load(args.data) as data:
         x, offsets, target = data["x"], data["offsets"], data["target"]
+        stop = data["stop"] if "stop" in data else None
     started = time.perf_counter()
     weights, curve = train(x, offsets, target, hidden=args.hidden, epochs=args.epochs, seed=args.seed,
-                           init=Path(args.init) if args.init else None)
+                           init=Path(args.init) if args.init else None, stop=stop)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     np.savez(out / "weights.npz", **weights)
