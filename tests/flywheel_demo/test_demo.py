@@ -41,7 +41,7 @@ def test_the_demo_runs_every_round_through_the_services(demo_settings, farm_sett
     demo = DemoRun.objects.create(config=clean_demo_config({
         "phones": 3, "max_steps": 6, "loop_rounds": 1, "epochs": 10, "unseen_apps": 1, "explore_seconds": 60,
         "phrasings": 1, "cross_app": 0, "training_queries": 12, "max_queries": 8, "group_size": 2}))
-    deadline = time.monotonic() + 900
+    deadline = time.monotonic() + 1800
     while time.monotonic() < deadline:  # a guard against hanging, not a speed check
         demo = advance_demo(demo.pk)
         if demo.status not in DemoRun.LIVE:
