@@ -229,6 +229,20 @@ def test_a_limit_caps_the_pool_rows_read():
     assert snapshot.row_ids == [entries[0].pk, entries[1].pk]
 
 
+def test_an_ablation_leaves_out_the_samples_of_counterfactual_derived_queries():
+    """The demo's no_counterfactual arm: rows of adversarial queries (those targeting a failure class) go."""
+    from flywheel.models import FailureClass
+
+    kept = sft(make_trajectory(n_steps=1))
+    adversarial = make_query("Turn on Bluetooth, then check the pairing list")
+    adversarial.failure_class = FailureClass.objects.create(key="step:no-effect:tap", cause="no-effect")
+    adversarial.save()
+    derived = sft(make_trajectory(query=adversarial, n_steps=1))
+    assert create_snapshot("sft", {}).row_ids == [kept.pk, derived.pk]
+    without = create_snapshot("sft", {"counterfactual_queries": False})
+    assert without.row_ids == [kept.pk] and without.stats["counterfactual_excluded"] == 1
+
+
 # -- CPT --------------------------------------------------------------------------------------------------
 
 def test_a_cpt_snapshot_has_one_sample_per_entry_with_the_same_protocol_input():
@@ -366,7 +380,8 @@ def test_any_other_failure_is_recorded_and_leaves_no_files(settings, tmp_path):
     ("sft", {"ratio": 1}, "'ratio'"), ("sft", {"sources": {"htsc_true": -1}}, "negative"),
     ("sft", {"sources": {"htsc_tru": 1}}, "'htsc_tru'"), ("cpt", {"k": 0}, "k must be"),
     ("rl", {"seed": "x"}, "seed must be an integer"), ("sft", {"limit": 0}, "limit"),
-    ("dpo", {}, "unknown snapshot kind"), ("sft", [], "JSON object")])
+    ("dpo", {}, "unknown snapshot kind"), ("sft", [], "JSON object"),
+    ("sft", {"counterfactual_queries": "no"}, "counterfactual_queries must be true or false")])
 def test_a_bad_config_is_refused_with_the_key_named_and_nothing_recorded(kind, config, named):
     with pytest.raises(ValueError, match=named):
         create_snapshot(kind, config)
