@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from benchmark.models import EvalResult, EvalRun
+from flywheel.rules.spreadsheet import spreadsheet_safe_row
 
 AVERAGE_ROW = "========= Average ========="
 SUMMARY_COLUMNS = ("task_num", "task_template", "num_complete_trials", "mean_success_rate", "mean_episode_length",
@@ -129,7 +130,8 @@ def androidworld_summary(eval_run: EvalRun, fmt: str = "csv"):
     writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if row[k] is None else row[k] for k in SUMMARY_COLUMNS})
+        # The average row starts with "=", a key stored before keys were checked may too: no formulas.
+        writer.writerow(spreadsheet_safe_row({k: row[k] for k in SUMMARY_COLUMNS}))
     return buffer.getvalue()
 
 

@@ -8,6 +8,7 @@ from django.contrib import admin
 from accounts.read_only_admin import ReadOnlyAdmin, ReadOnlyInline
 from flywheel import models as m
 from flywheel.queries.vocabulary import vocabulary_errors
+from flywheel.rules.query_keys import query_key_problem
 
 
 class QueryAppInline(admin.TabularInline):
@@ -23,6 +24,14 @@ class QueryFunctionInline(admin.TabularInline):
 
 class QueryAdminForm(forms.ModelForm):
     """The admin builds the form's fields (ModelAdmin.get_form); this adds the vocabulary check."""
+
+    def clean_key(self):
+        """A new or changed key holds only the safe characters, as at import (rules/query_keys.py)."""
+        key = self.cleaned_data.get("key")
+        problem = query_key_problem(key) if "key" in self.changed_data else ""
+        if problem:
+            raise forms.ValidationError(problem)
+        return key
 
     def clean(self):
         """Subclass, persona and capabilities come from the fixed vocabularies, as at import."""

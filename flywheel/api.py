@@ -18,6 +18,7 @@ from flywheel.policies import unservable_reason
 from flywheel.queries.jsonl import ImportProblem, QueryImportError, export_queries, import_queries
 from flywheel.queries.uploads import ImportTooLarge, check_declared_size, check_text, read_stream, read_upload
 from flywheel.queries.vocabulary import vocabulary_errors
+from flywheel.rules.query_keys import query_key_problem
 
 STAFF = (MANAGER, ADMIN)
 
@@ -44,6 +45,13 @@ def query_import_text(request):
 
 
 class QuerySerializer(model_serializer(m.Query)):
+    def validate_key(self, key):
+        """The same safe characters as at import (flywheel/rules/query_keys.py)."""
+        problem = query_key_problem(key)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return key
+
     def validate(self, attrs):
         """Subclass, persona and capabilities come from the fixed vocabularies, as at import."""
         def current(name, default):

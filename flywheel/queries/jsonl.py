@@ -14,6 +14,7 @@ from django.utils import timezone
 from flywheel.models import App, FunctionNode, Query, QueryApp, QueryFunction
 from flywheel.queries.query_format import record_problems
 from flywheel.queries.vocabulary import vocabulary_errors
+from flywheel.rules.query_keys import query_key_problem
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ CHUNK = 500  # rows per IN (...) lookup, well under every database's parameter l
 
 def _validate_record(record, line_no):
     problems = [ImportProblem(line_no, field, message) for field, message in record_problems(record)]
+    if not problems and query_key_problem(record["key"]):
+        # The schema asks for a non-empty key; the characters a key may hold are the console's rule.
+        problems = [ImportProblem(line_no, "key", query_key_problem(record["key"]))]
     if not problems:
         # The schema lists the vocabularies; that a subclass belongs to its tier it cannot say.
         problems = [ImportProblem(line_no, "subclass", message) for message in

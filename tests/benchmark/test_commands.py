@@ -169,7 +169,7 @@ def test_evaluate_wait_drives_the_farm_in_process_then_rejudges_and_exports(farm
     assert [(r["key"], r["outcome"]) for r in records[1:]] == [("bt-0", "success"), ("bt-1", "success")]
     assert all(r["episode_length"] >= 1 and r["judge_round"] == 2 for r in records[1:])
     summary = list(csv.DictReader((tmp_path / "export" / "summary.csv").open()))
-    assert [row["task_template"] for row in summary] == ["bt-0", "bt-1", "========= Average ========="]
+    assert [row["task_template"] for row in summary] == ["bt-0", "bt-1", "'========= Average ========="]
     assert summary[-1]["mean_success_rate"] == "1.0"
     assert json.loads((tmp_path / "export" / "config.json").read_text())["scores"]["sr"] == 1.0
     assert Path(tmp_path / "export" / "summary.csv").stat().st_size > 0
