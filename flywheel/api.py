@@ -1,10 +1,12 @@
 """The data engine's REST API: read where a role needs it (scoped by flywheel.access), write where a
 role acts."""
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import APIException
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
@@ -14,6 +16,7 @@ from flywheel import access
 from flywheel import models as m
 from flywheel.collection.launch import cancel_run, launch_run, select_queries, selection_hint
 from flywheel.collection.run_config import clean_launch
+from flywheel.model_endpoints import ENDPOINT_FIELDS, EndpointChangeRefused, change_endpoint, may_change_endpoint
 from flywheel.policies import unservable_reason
 from flywheel.queries.jsonl import ImportProblem, QueryImportError, export_queries, import_queries
 from flywheel.queries.uploads import ImportTooLarge, check_declared_size, check_text, read_stream, read_upload
@@ -44,7 +47,9 @@ def query_import_text(request):
     return check_text(text)
 
 
-class QuerySerializer(model_serializer(m.Query)):
+class QuerySerializer(model_serializer(m.Query, read_only=("evaluation_only", "locked"))):
+    """Held-out and frozen change only through the benchmark's own workflow (benchmark/versions.py)."""
+
     def validate_key(self, key):
         """The same safe characters as at import (flywheel/rules/query_keys.py)."""
         problem = query_key_problem(key)
@@ -72,8 +77,20 @@ _QueryBase = role_viewset(m.Query, write_roles=STAFF, serializer=QuerySerializer
                           filter_fields=("tier", "status", "source", "key"))
 
 
+class QueryFrozen(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "query_locked"
+
+
 class QueryViewSet(_QueryBase):
     parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    def perform_update(self, serializer):
+        """A query frozen into a benchmark version keeps what it asks: a conflict, not a crash."""
+        try:
+            super().perform_update(serializer)
+        except m.QueryLocked as error:
+            raise QueryFrozen(str(error)) from error
 
     @extend_schema(request=QueryImportSerializer,
                    responses={200: OpenApiResponse(description="counts of created/updated"),
@@ -110,7 +127,24 @@ FunctionNodeViewSet = role_viewset(m.FunctionNode, write_roles=STAFF,
                                    filter_fields=("app", "status", "is_leaf"))
 GemPageViewSet = role_viewset(m.GemPage, write_roles=STAFF, filter_fields=("app",))
 EdgeViewSet = role_viewset(m.Edge, write_roles=STAFF, filter_fields=("kind",))
-ModelVersionViewSet = role_viewset(m.ModelVersion, write_roles=(ADMIN,), filter_fields=("kind",))
+class ModelVersionSerializer(model_serializer(m.ModelVersion)):
+    """Where a version is served changes only through change_endpoint, which decides who may."""
+
+    def create(self, validated_data):
+        if validated_data.get("endpoint_url") and not may_change_endpoint(self.context["request"].user):
+            raise EndpointChangeRefused("Only an admin may register a model endpoint.")
+        return super().create(validated_data)
+
+    def update(self, instance, validated_data):
+        wanted = {f: validated_data.pop(f, getattr(instance, f)) for f in ENDPOINT_FIELDS}
+        with transaction.atomic():
+            if any(wanted[f] != getattr(instance, f) for f in ENDPOINT_FIELDS):
+                instance = change_endpoint(instance, by=self.context["request"].user, **wanted)
+            return super().update(instance, validated_data)
+
+
+ModelVersionViewSet = role_viewset(m.ModelVersion, write_roles=(ADMIN,), serializer=ModelVersionSerializer,
+                                   filter_fields=("kind",))
 
 
 class CollectionRunSerializer(model_serializer(m.CollectionRun, read_only=(

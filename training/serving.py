@@ -8,9 +8,9 @@ import shlex
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.utils import timezone
 
+from flywheel.model_endpoints import change_endpoint
 from flywheel.models import ModelVersion
 from flywheel.policies import check_endpoint_health
 from flywheel.policies.protocol import DEFAULT_K
@@ -61,20 +61,16 @@ def recipe(version: ModelVersion, **options) -> str:
     ])
 
 
-def register_endpoint(version: ModelVersion, endpoint_url: str, served_model_name: str = "") -> ModelVersion:
-    """The served checkpoint becomes an endpoint version; ValidationError when the URL is refused.
+def register_endpoint(version: ModelVersion, endpoint_url: str, served_model_name: str = "", *, by) -> ModelVersion:
+    """The served checkpoint becomes an endpoint version; ValidationError when the URL is refused,
+    EndpointChangeRefused when `by` (a user, or MODEL_HOST) may not re-point it (admins only).
 
     The health check runs after the row is saved (a slow server never holds the transaction)."""
     endpoint_url = (endpoint_url or "").strip().rstrip("/")
     if not endpoint_url:
         raise ValidationError("the endpoint URL is required (http://<gpu-host>:8000/v1)")
-    with transaction.atomic():
-        version = ModelVersion.objects.select_for_update().get(pk=version.pk)
-        version.endpoint_url = endpoint_url
-        version.served_model_name = served_model_name.strip() or served_name(version)
-        version.kind = ModelVersion.Kind.ENDPOINT
-        version.full_clean(exclude=["parent"])
-        version.save(update_fields=["endpoint_url", "served_model_name", "kind"])
+    version = change_endpoint(version, by=by, endpoint_url=endpoint_url,
+                              served_model_name=served_model_name.strip() or served_name(version))
     health = check_endpoint_health(version.endpoint_url, model=version.served_model_name)
     ModelVersion.objects.filter(pk=version.pk).update(health=health, health_checked_at=timezone.now())
     version.refresh_from_db()

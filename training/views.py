@@ -198,7 +198,7 @@ def model_register_endpoint(request, model_id):
     version = get_object_or_404(ModelVersion, pk=model_id)
     try:
         version = serving.register_endpoint(version, request.POST.get("endpoint_url", ""),
-                                            request.POST.get("served_model_name", ""))
+                                            request.POST.get("served_model_name", ""), by=request.user)
     except ValidationError as error:
         messages.error(request, "Endpoint not registered: " + "; ".join(error.messages))
         return redirect("training-model", model_id=model_id)

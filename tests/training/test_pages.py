@@ -118,6 +118,8 @@ def test_the_model_page_shows_lineage_and_registers_the_served_endpoint(client_a
     assert lineage.index("qwen-base") < lineage.index("qwen-base+sft#1") < lineage.index("qwen-base+sft#1+rl#2")
     assert snapshot.content_hash[:10] in lineage and "0.2500" in lineage and "RL run" in lineage
     assert "vllm serve" in page and "--limit-mm-per-prompt" in page
+    assert 'data-testid="register-endpoint"' not in page  # an admin re-points endpoints (flywheel/model_endpoints.py)
+    client = client_as("admin")
     with StubOpenAI(model="qwen-base-sft-1-rl-2") as stub:
         reply = client.post(f"/training/models/{second.pk}/endpoint/", {"endpoint_url": stub.url}, follow=True)
     second.refresh_from_db()

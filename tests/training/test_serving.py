@@ -3,6 +3,7 @@ import shlex
 
 import pytest
 
+from flywheel.model_endpoints import MODEL_HOST
 from flywheel.models import ModelVersion
 from flywheel.policies import PolicyError, policy_for
 from tests.flywheel.openai_stub import StubOpenAI
@@ -40,7 +41,7 @@ def test_a_checkpoint_is_not_a_policy_until_served(checkpoint):
 
 def test_registering_the_endpoint_makes_it_usable_and_beat_checks_it(checkpoint):
     with StubOpenAI(model="qwen2.5-vl-7b-sft-3") as stub:
-        version = serving.register_endpoint(checkpoint, stub.url + "/")
+        version = serving.register_endpoint(checkpoint, stub.url + "/", by=MODEL_HOST)
         assert version.kind == "endpoint" and version.endpoint_url == stub.url
         assert version.served_model_name == "qwen2.5-vl-7b-sft-3"
         assert version.health["ok"] is True and version.health_checked_at is not None
@@ -55,7 +56,7 @@ def test_registering_the_endpoint_makes_it_usable_and_beat_checks_it(checkpoint)
 
 def test_a_server_serving_another_model_is_unhealthy(checkpoint):
     with StubOpenAI(model="something-else") as stub:
-        version = serving.register_endpoint(checkpoint, stub.url, "qwen2.5-vl-7b-sft-3")
+        version = serving.register_endpoint(checkpoint, stub.url, "qwen2.5-vl-7b-sft-3", by=MODEL_HOST)
     assert version.health["ok"] is False and "does not serve" in version.health["error"]
 
 
@@ -63,9 +64,9 @@ def test_a_refused_url_is_a_validation_error(checkpoint):
     from django.core.exceptions import ValidationError
 
     with pytest.raises(ValidationError):
-        serving.register_endpoint(checkpoint, "file:///etc/passwd")
+        serving.register_endpoint(checkpoint, "file:///etc/passwd", by=MODEL_HOST)
     with pytest.raises(ValidationError, match="required"):
-        serving.register_endpoint(checkpoint, "  ")
+        serving.register_endpoint(checkpoint, "  ", by=MODEL_HOST)
     checkpoint.refresh_from_db()
     assert checkpoint.kind == "checkpoint"
 

@@ -33,6 +33,7 @@ from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from flywheel.model_endpoints import MODEL_HOST
 from flywheel.models import ModelVersion
 from flywheel.policies import check_endpoint_health
 from training import serving
@@ -342,7 +343,8 @@ class ModelHost:
 
     def _register(self, row: Serving):
         try:
-            version = serving.register_endpoint(row.version, self.url(row), serving.served_name(row.version))
+            version = serving.register_endpoint(row.version, self.url(row), serving.served_name(row.version),
+                                                by=MODEL_HOST)
         except ValidationError as error:
             self._terminate(row.pk)
             self._fail(row, "its endpoint was refused: " + "; ".join(error.messages))
