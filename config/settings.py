@@ -338,6 +338,9 @@ ECDM_REPLAY = env_bool("ECDM_REPLAY", True)
 EVOLUTION_TRAINER = os.environ.get("EVOLUTION_TRAINER", "training.compact.loop_trainer")
 # Training (training/): pool snapshots and run directories live on a local disk the trainers read.
 TRAINING_ROOT = Path(os.environ.get("TRAINING_ROOT", VAR_DIR / "training"))
+# Where model weights are kept (os.pathsep-separated): a run config's model, reference and DeepSpeed paths
+# must lie under one of these or under TRAINING_ROOT (training/config_paths.py).
+TRAINING_MODEL_ROOTS = [Path(p) for p in os.environ.get("TRAINING_MODEL_ROOTS", "/models").split(os.pathsep) if p]
 # The flywheel demo (issue #16) keeps every run's report here (`make flywheel-demo` and the page alike).
 FLYWHEEL_DEMO_REPORTS = Path(os.environ.get("FLYWHEEL_DEMO_REPORTS", VAR_DIR / "flywheel-demo"))
 FLYWHEEL_DEMO_TASKS = os.environ.get("FLYWHEEL_DEMO_TASKS", "")  # a task file in the farm's format; default: the farm's

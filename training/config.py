@@ -12,6 +12,8 @@ import copy
 
 import jsonschema
 
+from training.config_paths import config_path_problems
+
 DEFAULTS = {
     "cpt": {"learning_rate": 1e-5, "min_learning_rate": 1e-6, "warmup_ratio": 0.05, "epochs": 1, "max_steps": 0,
             "batch_size": 128, "micro_batch_size": 1, "max_seq_len": 10240, "freeze_vision": True,
@@ -30,8 +32,26 @@ COMMON = {"model": {}, "launcher": "", "nproc": 0, "deepspeed": ""}
 
 _NUMBER = {"type": "number", "exclusiveMinimum": 0}
 _COUNT = {"type": "integer", "minimum": 1}
+
+def _between(low, high):
+    return {"type": "integer", "minimum": low, "maximum": high}
+
+
+# The tiny test model's dimensions are capped: it is built in the worker's memory, so a run config asking
+# for {"hidden_size": 10**9} must be refused here, not by the machine running out of memory.
+_TINY_TEXT = {"hidden_size": _between(8, 1024), "intermediate_size": _between(8, 4096),
+              "num_hidden_layers": _between(1, 8), "num_attention_heads": _between(1, 32),
+              "num_key_value_heads": _between(1, 32), "max_position_embeddings": _between(64, 131072),
+              "vocab_size": _between(1, 262144)}
+_TINY_VISION = {"depth": _between(1, 8), "hidden_size": _between(8, 1024), "intermediate_size": _between(8, 4096),
+                "num_heads": _between(1, 32)}
+_TINY = {"type": "object", "properties": {
+    **_TINY_TEXT, "text_config": {"type": "object", "properties": _TINY_TEXT},
+    "vision_config": {"type": "object", "properties": _TINY_VISION},
+    "image_max_pixels": _between(784, 16777216), "seed": {"type": "integer", "minimum": 0},
+    "vocab": {"enum": ["bytes", "protocol"]}}}
 _MODEL = {"type": "object", "additionalProperties": False, "maxProperties": 1,
-          "properties": {"tiny": {"type": "object"}, "path": {"type": "string", "minLength": 1}}}
+          "properties": {"tiny": _TINY, "path": {"type": "string", "minLength": 1, "maxLength": 400}}}
 _PROPERTIES = {
     "learning_rate": _NUMBER, "min_learning_rate": {"type": "number", "minimum": 0},
     "warmup_ratio": {"type": "number", "minimum": 0, "maximum": 1}, "epochs": _NUMBER,
@@ -40,7 +60,7 @@ _PROPERTIES = {
     "freeze_projector": {"type": "boolean"}, "save_every": _COUNT, "seed": {"type": "integer", "minimum": 0},
     "image_max_pixels": {"type": "integer", "minimum": 784},
     "model": _MODEL, "launcher": {"enum": ["", "torchrun", "accelerate", "llamafactory"]},
-    "nproc": {"type": "integer", "minimum": 0, "maximum": 1024},
+    "nproc": {"type": "integer", "minimum": 0, "maximum": 64},   # 0: settings.TRAINING_NPROC
     "deepspeed": {"type": "string", "maxLength": 400},
 }
 _RL_PROPERTIES = {
@@ -97,6 +117,9 @@ def validate_config(stage: str, raw) -> dict:
     except jsonschema.ValidationError as error:
         where = ".".join(str(part) for part in error.absolute_path) or "configuration"
         raise ConfigError(f"{where}: {error.message}") from None
+    outside = config_path_problems(raw)
+    if outside:
+        raise ConfigError("{}: {}".format(*outside[0]))
     config = {**copy.deepcopy(COMMON), **copy.deepcopy(DEFAULTS[stage]), **copy.deepcopy(raw)}
     if stage == "rl":
         config["curriculum"] = {**DEFAULTS["rl"]["curriculum"], **(raw.get("curriculum") or {})}
