@@ -1,7 +1,7 @@
 """Launch a training run from the shell, through the same service as the page:
 
     manage.py train --stage sft --snapshot 3 --config '{"model": {"path": "/models/qwen"}, "nproc": 8}'
-    manage.py train --stage rl --base policy-7b --config '{"model": {"path": "/ckpt/sft"}}' --wait
+    manage.py train --stage rl --base policy-7b --config '{"model": {"path": "/models/sft"}}' --wait
 
 --inline runs it in this process (a GPU host without a worker); --wait follows a queued run.
 """
