@@ -18,6 +18,7 @@ from devices.actions import ACTIONS, SYSTEM_BUTTONS, TERMINATE_STATUSES
 from flywheel.access import repairs_visible_to
 from flywheel.models import Repair
 from flywheel.policies.protocol import TAGS
+from flywheel.rules.numbers import row_id
 
 QUEUE_PAGE_SIZE = 50  # oldest first; people take the next one with Enter, the list is for looking
 
@@ -66,7 +67,7 @@ def _url_of(repair):
 @role_required(ANNOTATOR)
 @require_POST
 def repair_next(request):
-    skipped = [int(v) for v in request.POST.getlist("skip") if v.isdigit()]
+    skipped = [n for n in map(row_id, request.POST.getlist("skip")) if n is not None]
     claimed = repair_queue.next_for(request.user, exclude=skipped)
     if claimed is None:
         messages.info(request, "Nothing else is waiting for a repair.")

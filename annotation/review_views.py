@@ -17,6 +17,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from annotation import review
 from flywheel.models import App, GenerationRun, Query, Risk, Source, Tier
 from flywheel.queries import vocabulary
+from flywheel.rules.numbers import row_id
 
 PAGE_SIZE = 50
 STATUSES = (Query.Status.REVIEW, Query.Status.READY, Query.Status.REJECTED)
@@ -66,7 +67,7 @@ def _filters(params) -> dict:
     chosen = {name: params.get(name, "").strip() for name in FILTERS}
     if chosen["status"] not in STATUSES:
         chosen["status"] = Query.Status.REVIEW
-    if not chosen["run"].isdigit():
+    if row_id(chosen["run"]) is None:
         chosen["run"] = ""
     return chosen
 
@@ -164,7 +165,7 @@ def _render_row(request, query_id, note="", error=False):
 
 
 def _ids(request) -> list[int]:
-    return list(dict.fromkeys(int(v) for v in request.POST.getlist("ids") if v.isdigit()))
+    return list(dict.fromkeys(n for n in map(row_id, request.POST.getlist("ids")) if n is not None))
 
 
 @reviewer_required

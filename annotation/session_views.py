@@ -8,7 +8,7 @@ import json
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -20,6 +20,7 @@ from flywheel.collection.edits import EditError
 from flywheel.collection.semi_auto import OutcomeUnconfirmed, SessionError
 from flywheel.models import Line, ModelVersion, Query, Trajectory
 from flywheel.policies.protocol import TAGS
+from flywheel.rules.numbers import whole_number
 from flywheel.rules.stops import StopKind
 
 SHORTCUTS = [
@@ -249,7 +250,9 @@ def fix_reasoning(request, pk):
     trajectory = _own_trajectory(request, pk)
     if trajectory.status != Trajectory.Status.COMPLETED:
         raise PermissionDenied("Only a completed trajectory's reasoning is fixed here.")
-    index = int(request.POST.get("step", -1))
+    index = whole_number(request.POST.get("step", ""))
+    if index is None or not trajectory.steps.filter(index=index, executed_action__isnull=False).exists():
+        return HttpResponseBadRequest("step must be the number of an executed step of this trajectory")
     issues = semi_auto.fix_reasoning(trajectory, index, {tag: request.POST.get(tag, "") for tag in TAGS
                                                          if tag in request.POST})
     if issues:

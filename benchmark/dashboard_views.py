@@ -17,12 +17,13 @@ from benchmark.charts import (
 from benchmark.models import Benchmark, EvalRun
 from benchmark.rules.metric_system import BY_KEY, DIMENSIONS
 from benchmark.rules.version_shifts import attribute_scores, version_diff
+from flywheel.rules.numbers import row_id
 
 RUN_LIMIT = 500
 
 
 def _chosen(runs_by_id, raw, default=None):
-    return runs_by_id.get(int(raw)) if raw and raw.isdigit() else default
+    return runs_by_id.get(row_id(raw), default) if raw else default
 
 
 def table_4_order(row):

@@ -8,6 +8,7 @@ import json
 
 from benchmark.infer import DEFAULT_INFER
 from benchmark.presets import PRESETS
+from flywheel.rules.numbers import whole_number
 
 # Bounds of the evaluation settings a person may choose (the rest of the config is pinned).
 INFER_BOUNDS = {"max_steps": (1, 500), "timeout_s": (10, 86_400), "screenshots_k": (1, 20), "seed": (0, 2**31 - 1),
@@ -79,10 +80,7 @@ def infer_settings(raw: dict) -> dict:
         if value in (None, ""):
             continue
         low, high = INFER_BOUNDS.get(name, (0, 10**6))
-        try:
-            number = int(value) if not isinstance(value, bool) and str(value).strip().lstrip("-").isdigit() else None
-        except (TypeError, ValueError):
-            number = None
+        number = whole_number(value, minimum=-(10**18), maximum=10**18)
         if number is None:
             raise InputError(f"{name}: a whole number")
         if not low <= number <= high:

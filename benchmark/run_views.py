@@ -19,6 +19,7 @@ from benchmark.infer import cancel_evaluation, resume_evaluation
 from benchmark.judges import record_expert_verdict
 from benchmark.models import Benchmark, BenchmarkItem, EvalResult, EvalRun
 from flywheel.polling import render_live
+from flywheel.rules.numbers import row_id
 
 LIVE = (EvalRun.Status.QUEUED, EvalRun.Status.RUNNING, EvalRun.Status.JUDGING, EvalRun.Status.PAUSED)
 STOPPABLE = (EvalRun.Status.QUEUED, EvalRun.Status.RUNNING, EvalRun.Status.PAUSED)
@@ -134,8 +135,8 @@ def waiting_for_experts():
 def expert_queue(request):
     """Results the judges split on, across runs; `?result=` picks the one in front (default: the first)."""
     results = list(waiting_for_experts()[:500])
-    chosen = request.GET.get("result", "")
-    index = next((i for i, r in enumerate(results) if chosen.isdigit() and r.pk == int(chosen)), 0)
+    chosen = row_id(request.GET.get("result", ""))
+    index = next((i for i, r in enumerate(results) if r.pk == chosen), 0)
     current = results[index] if results else None
     in_review = (Benchmark.objects.filter(frozen=False).annotate(
         pending=Count("items", filter=Q(items__review=BenchmarkItem.Review.PENDING))).filter(pending__gt=0)

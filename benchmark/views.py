@@ -37,6 +37,7 @@ from benchmark.rules.metric_system import DIMENSIONS, as_table
 from benchmark.rules.quotas import DEFAULT_TOLERANCE, realised_counts
 from flywheel.models import ModelVersion, QueryLocked
 from flywheel.policies import default_policy_version
+from flywheel.rules.numbers import row_id, whole_number
 
 FARM_TASKS = Path(settings.BASE_DIR) / "simfarm" / "tasks" / "tasks.jsonl"
 BLANK_PRECONDITIONS = 2  # empty rows the review form offers for new preconditions
@@ -111,7 +112,7 @@ def benchmark_list(request):
 def benchmark_derive(request):
     """A new draft from a parent by stated quota shifts (the evolution of §4)."""
     form = {k: request.POST.get(k, "") for k in ("parent", "version", "name", "purpose", "shifts")}
-    parent = Benchmark.objects.filter(pk=form["parent"]).first() if form["parent"].isdigit() else None
+    parent = Benchmark.objects.filter(pk=row_id(form["parent"])).first() if row_id(form["parent"]) else None
     try:
         if parent is None:
             raise InputError("choose the parent version to derive from")
@@ -199,7 +200,7 @@ def benchmark_evaluate(request, benchmark_id):
     chosen = request.POST.get("model_version", "")
     try:
         if chosen:
-            version = ModelVersion.objects.filter(pk=chosen).first() if chosen.isdigit() else None
+            version = ModelVersion.objects.filter(pk=row_id(chosen)).first() if row_id(chosen) else None
             if version is None:
                 raise InputError(f"no model version {chosen!r}")
         else:
@@ -243,7 +244,8 @@ def _review_form(item, post=None) -> dict:
                 "expected_interaction": item.expected_interaction,
                 "interaction_points": "\n".join(str(p) for p in item.interaction_points or []),
                 "note": item.review_note}
-    rows = sorted({int(k.split("_")[-1]) for k in post if k.startswith("pre_text_") and k.split("_")[-1].isdigit()})
+    rows = sorted({n for k in post if k.startswith("pre_text_")
+                   and (n := whole_number(k.removeprefix("pre_text_"), maximum=10**6)) is not None})
     preconditions = [{"text": post.get(f"pre_text_{i}", "").strip(), "holds": post.get(f"pre_holds_{i}", "per_run")}
                      for i in rows[:100]]
     return {"text": post.get("text", ""), "labels": {d.key: post.get(f"label_{d.key}", "").strip() for d in DIMENSIONS},
@@ -273,7 +275,7 @@ def benchmark_review(request, benchmark_id):
     benchmark = get_object_or_404(Benchmark, pk=benchmark_id)
     items = benchmark.items.select_related("query").order_by("position", "pk")
     chosen = request.GET.get("item", "")
-    item = items.filter(pk=chosen).first() if chosen.isdigit() else None
+    item = items.filter(pk=row_id(chosen)).first() if row_id(chosen) else None
     item = item or items.filter(review=BenchmarkItem.Review.PENDING).first() or items.first()
     if item is None:
         return render(request, "benchmark/review_empty.html", {"benchmark": benchmark})

@@ -49,6 +49,7 @@ from flywheel.pools.rl import bank_phase0
 from flywheel.queries.exploration.runs import cancel_exploration
 from flywheel.repair.loop import advance_loop, newer_model, pool_sizes, start_loop
 from flywheel.repair.loop_control import cancel_loop
+from flywheel.rules.numbers import whole_number
 from flywheel_demo.models import DemoRun
 from flywheel_demo.query_side import generate_training_queries, held_out_apps, spread_over_leaves, start_exploration
 from flywheel_demo.report import build_report, write_report
@@ -84,9 +85,9 @@ def clean_demo_config(raw: dict | None) -> dict:
             continue
         if key not in DEFAULTS:
             raise ValidationError(f"unknown demo setting {key!r}; the settings are {', '.join(DEFAULTS)}")
-        if isinstance(value, bool) or not str(value).strip().isdigit():
+        config[key] = whole_number(value)
+        if config[key] is None:
             raise ValidationError(f"{key.replace('_', ' ')} must be a whole number, not {value!r}")
-        config[key] = int(str(value).strip())
     if not 1 <= config["phones"] <= 64 or not 1 <= config["loop_rounds"] <= 5 or not 1 <= config["epochs"] <= 500:
         raise ValidationError("phones must be 1–64, loop rounds 1–5 and epochs 1–500")
     if not 3 <= config["max_steps"] <= 50 or not 1 <= config["group_size"] <= 8 or config["max_queries"] < 1:

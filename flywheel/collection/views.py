@@ -19,6 +19,7 @@ from flywheel.policies import unservable_reason
 from flywheel.polling import render_live
 from flywheel.queries.external import ingest_external
 from flywheel.queries.uploads import ImportTooLarge, form_import_text
+from flywheel.rules.numbers import row_id
 
 
 def _launch_form_data(post):
@@ -37,7 +38,7 @@ def _launch_form_data(post):
     line, query_filter, config = clean_launch(line, query_filter, config)
     version, chosen = None, post.get("model_version", "")
     if chosen:
-        version = ModelVersion.objects.filter(pk=chosen).first() if chosen.isascii() and chosen.isdigit() else None
+        version = ModelVersion.objects.filter(pk=row_id(chosen)).first() if row_id(chosen) else None
         if version is None:
             raise ValidationError(f"no model version {chosen!r}")
         if unservable_reason(version):

@@ -16,6 +16,7 @@ from django.conf import settings
 from urllib3.exceptions import HTTPError as TransportError
 
 from flywheel.endpoints.url_safety import UnsafeEndpointURL, resolve_endpoint
+from flywheel.rules.numbers import whole_number
 
 
 class EndpointCallFailed(Exception):
@@ -77,8 +78,8 @@ def request_json(method: str, url: str, body: dict | None = None, timeout: float
 def _read_reply(response, limit: int, deadline: float) -> JsonReply:
     if 300 <= response.status < 400:
         raise EndpointRefused(f"the endpoint answered HTTP {response.status}, a redirect; redirects are not followed")
-    declared = response.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > limit:
+    declared = whole_number(response.headers.get("Content-Length", ""), maximum=10**30)
+    if declared is not None and declared > limit:
         raise EndpointRefused(f"the reply ({declared} bytes) is over the {limit}-byte limit")
     chunks, size = [], 0
     for chunk in response.stream(64 * 1024, decode_content=True):

@@ -7,6 +7,7 @@ from accounts.roles import ADJUDICATOR, MANAGER, role_required
 from flywheel.judging.judge_figures import SYSTEMS, VERDICTS, confusion, judge_figures
 from flywheel.judging.judge_set import CURRENT_SET
 from flywheel.models import JudgeEvaluation, ScreenKind
+from flywheel.rules.numbers import row_id
 
 # (figure, label, target, the target is a floor) — the targets for the offline systems.
 TARGETS = (("sft_purity", "SFT purity (True that are truly done)", 0.99, True),
@@ -56,8 +57,8 @@ def _matrices(cases) -> list[dict]:
 def judge_evaluations(request):
     evaluations = list(JudgeEvaluation.objects.select_related("created_by")[:20])
     chosen = None
-    if request.GET.get("evaluation", "").isdigit():
-        chosen = get_object_or_404(JudgeEvaluation, pk=int(request.GET["evaluation"]))
+    if row_id(request.GET.get("evaluation", "")):
+        chosen = get_object_or_404(JudgeEvaluation, pk=row_id(request.GET["evaluation"]))
     elif evaluations:
         chosen = next((e for e in evaluations if e.status == JudgeEvaluation.Status.DONE), evaluations[0])
     context = {"evaluations": evaluations, "chosen": chosen, "current_set": CURRENT_SET}

@@ -7,6 +7,8 @@ clear message instead of filling memory or holding a transaction.
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 
+from flywheel.rules.numbers import whole_number
+
 
 class ImportTooLarge(Exception):
     pass
@@ -25,9 +27,9 @@ def _too_large(size=None) -> ImportTooLarge:
 
 def check_declared_size(request) -> None:
     """Refuse before reading when the request says its body is over the limit."""
-    declared = request.META.get("CONTENT_LENGTH") or ""
-    if declared.isdigit() and int(declared) > import_limit():
-        raise _too_large(int(declared))
+    declared = whole_number(request.META.get("CONTENT_LENGTH") or "", maximum=10**30)
+    if declared is not None and declared > import_limit():
+        raise _too_large(declared)
 
 
 def check_text(text: str) -> str:

@@ -51,6 +51,7 @@ from flywheel.models import (
     Trajectory,
 )
 from flywheel.policies import default_policy_version
+from flywheel.rules.numbers import ROW_ID_MAX, whole_number
 from flywheel.rules.salvage import SUPERVISION_PATHS, salvage_yield
 
 log = logging.getLogger(__name__)
@@ -90,9 +91,9 @@ def clean_loop_config(raw) -> dict:
         if value in (None, ""):
             config[name] = default
             continue
-        if isinstance(value, bool) or not str(value).strip().lstrip("-").isdigit():
+        config[name] = whole_number(value, minimum=-ROW_ID_MAX)
+        if config[name] is None:
             raise ValidationError(f"{name.replace('_', ' ')} must be a whole number, not {value!r}")
-        config[name] = int(str(value).strip())
         if not lowest <= config[name] <= highest:
             raise ValidationError(f"{name.replace('_', ' ')} must be {lowest}–{highest}")
     return config

@@ -21,6 +21,7 @@ from flywheel.repair.loop import (
     start_loop,
 )
 from flywheel.repair.loop_control import OPEN, cancel_loop, resume_loop
+from flywheel.rules.numbers import row_id
 from flywheel.rules.salvage import SUPERVISION_PATHS
 
 PATH_LABELS = {"step": "Teacher step correction", "human": "Human repair", "rqa": "RQA", "env": "Env pop-up repair"}
@@ -29,7 +30,7 @@ PATH_LABELS = {"step": "Teacher step correction", "human": "Human repair", "rqa"
 def _chosen_version(value: str) -> ModelVersion | None:
     if not value:
         return None
-    version = ModelVersion.objects.filter(pk=value).first() if value.isascii() and value.isdigit() else None
+    version = ModelVersion.objects.filter(pk=row_id(value)).first() if row_id(value) else None
     if version is None:
         raise ValidationError(f"no model version {value!r}")
     return version

@@ -9,6 +9,7 @@ from flywheel.models import App, ExplorationRun, GemPage
 from flywheel.models.exploration import RunStatus
 from flywheel.polling import render_live
 from flywheel.queries.exploration.runs import DEFAULT_CONFIG, cancel_exploration, launch_exploration
+from flywheel.rules.numbers import whole_number
 
 BUDGET_FIELDS = ("max_depth", "max_pages", "max_seconds", "phones")
 
@@ -28,10 +29,10 @@ def exploration_list(request):
         for field in BUDGET_FIELDS:
             value = request.POST.get(field, "").strip()
             if value:
-                if not value.isdigit():
+                config[field] = whole_number(value)
+                if config[field] is None:
                     messages.error(request, f"{field.replace('_', ' ')} must be a whole number.")
                     return redirect("exploration-list")
-                config[field] = int(value)
         if not apps:
             messages.error(request, "Choose at least one app to explore.")
             return redirect("exploration-list")

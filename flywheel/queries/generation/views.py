@@ -9,6 +9,7 @@ from flywheel.polling import render_live
 from flywheel.queries.generation.planner import DEFAULT_CONFIG
 from flywheel.queries.generation.runs import cancel_generation, launch_generation
 from flywheel.queries.vocabulary import CAPABILITIES, PERSONAS, TIER_SUBCLASSES
+from flywheel.rules.numbers import row_id
 
 LIVE = ("queued", "running")
 
@@ -22,8 +23,8 @@ def _form_config(post) -> tuple[dict, ModelVersion | None]:
         config.pop("capabilities")  # a form without the checkboxes keeps the default
     version, chosen = None, post.get("model_version", "")
     if chosen:
-        version = (ModelVersion.objects.filter(pk=chosen, kind=ModelVersion.Kind.ENDPOINT).first()
-                   if chosen.isascii() and chosen.isdigit() else None)
+        version = (ModelVersion.objects.filter(pk=row_id(chosen), kind=ModelVersion.Kind.ENDPOINT).first()
+                   if row_id(chosen) else None)
         if version is None:
             raise ValueError(f"no endpoint model version {chosen!r}")
     return config, version
