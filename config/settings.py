@@ -1,4 +1,5 @@
 """Settings come from the environment; every one has a working default (README: Environment)."""
+import ipaddress
 import os
 import secrets
 from datetime import timedelta
@@ -179,6 +180,11 @@ AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("AXES_COOLOFF_MINUTES",
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# The address counted is REMOTE_ADDR; X-Forwarded-For is believed only from TRUSTED_PROXIES
+# (comma-separated addresses or CIDRs of the reverse proxies in front; none by default), else a
+# client could rotate made-up addresses past the limit or lock a colleague out by naming theirs.
+TRUSTED_PROXIES = [str(ipaddress.ip_network(entry, strict=False)) for entry in env_list("TRUSTED_PROXIES", "")]
+AXES_CLIENT_IP_CALLABLE = "accounts.client_address.client_address"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
