@@ -27,7 +27,7 @@ from benchmark.models import EvalRun
 from flywheel.models import EvolutionLoop, ModelVersion
 from flywheel.repair.loop import round_stats
 from flywheel.rules.salvage import salvage_yield
-from flywheel_demo.evaluations import FUNCTION, compare, comparison_words, evaluation_row
+from flywheel_demo.evaluations import FUNCTION, compare, comparison_words, evaluation_row, points
 from training.compact import training_report
 
 TARGETS = {"gain_round0_to_last_pts": 25, "gain_round1_to_last_pts": 10, "false_success_last": 0.20, "minutes": 30}
@@ -97,10 +97,6 @@ def _arm_rows(demo, arms: dict, outcomes: dict, unseen_apps) -> list[dict]:
     return rows
 
 
-def _points(a, b):
-    return None if a is None or b is None else round(100 * (b - a), 1)
-
-
 def _gain_met(comparison: dict | None, target: float) -> bool:
     """The gain reaches its target and its 95% interval lies above zero."""
     if not comparison or comparison.get("delta_pts") is None:
@@ -144,7 +140,8 @@ def build_report(demo) -> dict:
                f"ci95_r1_r{last}": (r1_last or {}).get("ci95_pts"),
                f"unseen_function_sr_round{last}": ((last_row.get("by_kind") or {}).get(FUNCTION) or {}).get("sr"),
                f"false_success_round{last}": last_row.get("false_success"),
-               "ecdm_delta": _points(no_ecdm.get("sr"), sr.get(last)),
+               "ecdm_delta": None if no_ecdm.get("sr") is None or sr.get(last) is None
+               else points(sr[last] - no_ecdm["sr"]),
                "salvage_yield": salvage_yield(failed_total, dict(salvaged)),
                "minutes": minutes, "heldout_tasks": by_round[0].get("tasks")}
     gains = {"round0_to_last_pts": (r0_last or {}).get("delta_pts"),
