@@ -132,10 +132,11 @@ def _editable(node: UiNode) -> bool:
 
 
 def candidates(hierarchy_xml: str, screen: tuple[int, int], goal: str, apps: list[str],
-               extra_nodes: list[UiNode] = ()) -> list[Candidate]:
+               extra_nodes: list[UiNode] = (), roots: list[UiNode] | None = None) -> list[Candidate]:
     """`extra_nodes`: elements the dump lacks (flywheel.screens.ocr_candidates' lines read from the
-    frame of a blind page), offered after the dump's own and featurized the same way."""
-    roots = parse_hierarchy(hierarchy_xml)
+    frame of a blind page), offered after the dump's own and featurized the same way. `roots`: the
+    dump already parsed (featurize parses it once for the candidates and the screen's words)."""
+    roots = parse_hierarchy(hierarchy_xml) if roots is None else roots
     found, seen = [], set()
     for node in [*all_nodes(roots), *extra_nodes]:
         if node.package in SYSTEM_PACKAGES or not node.area or not node.enabled:
@@ -254,7 +255,8 @@ def featurize(goal: str, history_text: str, hierarchy_xml: str, screen: tuple[in
     384-d products memorises its training goals; on queries it never saw (leave-query-out over a
     demo's pools) the similarities alone ranked the expert's action first as often or more
     (0.69 against 0.67)."""
-    found = candidates(hierarchy_xml, screen, goal, apps, extra_nodes)
+    roots = parse_hierarchy(hierarchy_xml)
+    found = candidates(hierarchy_xml, screen, goal, apps, extra_nodes, roots=roots)
     past = history_actions(history_text)
     # What was done, in words: each step's [Decision] and the text it typed. Not the other tags: a
     # plan may restate the whole goal, and an observation lists the screen, neither of which is done.
@@ -295,7 +297,7 @@ def featurize(goal: str, history_text: str, hierarchy_xml: str, screen: tuple[in
                                for i, is_submit in enumerate(submits)))
     last_submitted = float(bool(stems(last_step[0]) & SUBMIT_WORDS))
     best_fresh, strong_fresh = max(untouched, default=0.0), sum(u >= 0.5 for u in untouched)
-    evidence = stop_evidence(goal, chunks, done, typed, screen_text(hierarchy_xml, extra_nodes), len(past))
+    evidence = stop_evidence(goal, chunks, done, typed, screen_text(roots, extra_nodes), len(past))
     evidence += [submit_waiting, best_fresh, min(strong_fresh, 5) / 5, repeated, last_submitted]
     for i, c in enumerate(found):
         label_stems = stems(c.label if c.kind != "type" else c.span)
@@ -343,9 +345,9 @@ def featurize(goal: str, history_text: str, hierarchy_xml: str, screen: tuple[in
     return found, rows
 
 
-def screen_text(hierarchy_xml: str, extra_nodes: list[UiNode] = ()) -> str:
-    """Every word the screen shows (the dump's text and descriptions, and what OCR read of a blind page)."""
-    return " ".join([*(root.all_text() for root in parse_hierarchy(hierarchy_xml)),
+def screen_text(roots: list[UiNode], extra_nodes: list[UiNode] = ()) -> str:
+    """Every word the screen shows (the parsed dump's text and descriptions, and what OCR read of a blind page)."""
+    return " ".join([*(root.all_text() for root in roots),
                      *(node.all_text() for node in extra_nodes)])
 
 
