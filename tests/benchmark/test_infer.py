@@ -310,7 +310,8 @@ def test_a_launched_evaluation_is_carried_out_by_a_real_worker(phones, farm_sett
     assert evaluation.started_at and evaluation.finished_at
 
 
-def test_a_rollout_left_by_a_dead_worker_is_recovered_and_the_run_resumes(phones, farm_settings, role_users):
+def test_a_rollout_left_by_a_dead_worker_is_recovered_and_the_run_resumes(phones, farm_settings, role_users,
+                                                                           monkeypatch):
     from datetime import timedelta
 
     from django.utils import timezone
@@ -333,7 +334,13 @@ def test_a_rollout_left_by_a_dead_worker_is_recovered_and_the_run_resumes(phones
     orphan = Trajectory.objects.create(query=item and benchmark.items.get().query, run=run, device=device,
                                        line="benchmark", model_version=run.model_version, status="running")
     Trajectory.objects.filter(pk=orphan.pk).update(started_at=timezone.now() - timedelta(minutes=10))
-    recover_interrupted()
+    # Recovery sends the run's driver again; this test drives the host itself below, so the
+    # dispatch is recorded rather than sent (a Celery worker another test left running would race it).
+    from flywheel.collection import launch
+    dispatched = []
+    monkeypatch.setattr(launch, "dispatch_run", dispatched.append)
+    assert recover_interrupted()["redispatched"] == [run.pk]
+    assert dispatched == [run]
     orphan.refresh_from_db()
     assert orphan.status == "interrupted" and orphan.destination == "benchmark"  # recorded by its evaluation
     first = EvalResult.objects.get(trajectory=orphan)
