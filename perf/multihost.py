@@ -250,7 +250,9 @@ def rehearse(args, workdir):
         run = launch_run("automatic", {"limit": args.items}, config={"phones": HOSTS * PHONES_PER_HOST, "max_steps": 12})
         kind = f"collect:run:{run.pk}"
         cut_devices = set(Device.objects.filter(adb_server=names[CUT_HOST]).values_list("pk", flat=True))
-        wait(lambda: WorkItem.objects.filter(kind=kind, status="assigned", device_id__in=cut_devices).exists()
+        # The cut falls while host 1 is mid-rollout (a trajectory running on its phones), so the
+        # recovery path is what the rehearsal exercises, not only the judging of ended rollouts.
+        wait(lambda: Trajectory.objects.filter(run=run, device_id__in=cut_devices, status="running").exists()
              and CollectionRun.objects.get(pk=run.pk).completed >= args.cut_after, 600,
              f"{args.cut_after} items done and host 1 busy", processes)
         held = {item.pk: item.device_id for item in WorkItem.objects.filter(
@@ -261,8 +263,15 @@ def rehearse(args, workdir):
         network.set_link(CUT_HOST, "down")
         print(f"multihost: link of {names[CUT_HOST]} down with {len(held)} items in hand", flush=True)
 
-        wait(lambda: CollectionRun.objects.get(pk=run.pk).status == "done", args.timeout, "the run to finish",
-             processes)
+        try:
+            wait(lambda: CollectionRun.objects.get(pk=run.pk).status == "done", args.timeout, "the run to finish",
+                 processes)
+        except TimeoutError:  # say where the run stood, for a CI log that outlives the work folder
+            items = sorted(WorkItem.objects.filter(kind=kind).values_list("status", "device__adb_server"))
+            rollouts = sorted(Trajectory.objects.filter(run=run).values_list("status", "device__adb_server"))
+            print(f"multihost: at the timeout the run was {CollectionRun.objects.get(pk=run.pk).status}; "
+                  f"items {items}; trajectories {rollouts}", flush=True)
+            raise
         run.refresh_from_db()
         recovery, settled, neither = [], 0, 0
         for item in WorkItem.objects.filter(pk__in=held):
@@ -332,6 +341,9 @@ def main():
         result = rehearse(args, workdir)
     except BaseException:
         print(f"multihost: logs in {workdir}", flush=True)
+        for log in sorted(workdir.glob("*.log")):
+            lines = [line for line in log.read_text(errors="replace").splitlines() if "axes.apps" not in line]
+            print(f"--- the last lines of {log.name}:", *lines[-25:], sep="\n", flush=True)
         raise
     if args.keep:
         print(f"multihost: logs in {workdir}")
