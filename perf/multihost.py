@@ -341,9 +341,9 @@ def main():
         result = rehearse(args, workdir)
     except BaseException:
         print(f"multihost: logs in {workdir}", flush=True)
-        for log in sorted(workdir.glob("*.log")):
+        for log in sorted(workdir.glob("**/*.log")):
             lines = [line for line in log.read_text(errors="replace").splitlines() if "axes.apps" not in line]
-            print(f"--- the last lines of {log.name}:", *lines[-25:], sep="\n", flush=True)
+            print(f"--- the last lines of {log.relative_to(workdir)}:", *lines[-25:], sep="\n", flush=True)
         raise
     if args.keep:
         print(f"multihost: logs in {workdir}")
