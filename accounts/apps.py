@@ -6,3 +6,8 @@ class AccountsConfig(AppConfig):
 
     name = "accounts"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from accounts import history
+
+        history.connect()  # the decision history's actor stamp (accounts/history.py)

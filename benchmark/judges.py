@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from accounts import history
 from benchmark.models import EvalResult, EvalRun
 from benchmark.rules.scoring import (
     ABSTAIN,
@@ -192,5 +193,9 @@ def record_expert_verdict(result: EvalResult, outcome: str, user, note: str = ""
         if not updated:
             raise ValueError("this result cannot be scored by hand (not judged yet, not scored, or replaced)")
         Trajectory.objects.filter(pk=result.trajectory_id).update(verdict=TO_OUTCOME[outcome])
+        history.record(result, {"expert_outcome": (result.expert_outcome, outcome),
+                                "state": (result.state, EvalResult.State.EXPERT),
+                                "expert_note": (result.expert_note, note[:2000]),
+                                "expert_by": (result.expert_by_id, getattr(user, "pk", None))}, actor=user)
     score_evaluation(result.eval_run_id)
     return EvalResult.objects.get(pk=result.pk)

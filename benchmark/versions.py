@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from accounts import history
 from benchmark.models import Benchmark, BenchmarkItem, FrozenBenchmark, Interaction, Split
 from benchmark.rules.metric_system import dimension_values, validate_labels
 from benchmark.rules.quotas import app_overflow, deficits, drift, missing_must_include, quota_problems
@@ -184,6 +185,9 @@ def freeze(benchmark: Benchmark, user) -> Benchmark:
         Benchmark.objects.filter(pk=benchmark.pk).update(
             frozen=True, status=Benchmark.Status.FROZEN, frozen_at=timezone.now(), frozen_by=user,
             content_hash=digest.hexdigest())
+        history.record(benchmark, {"status": (benchmark.status, Benchmark.Status.FROZEN), "frozen": (False, True),
+                                   "frozen_by": (None, getattr(user, "pk", None)),
+                                   "content_hash": (benchmark.content_hash, digest.hexdigest())}, actor=user)
     return Benchmark.objects.get(pk=benchmark.pk)
 
 

@@ -29,3 +29,23 @@ class FlywheelConfig(AppConfig):
         trajectory_routed.connect(gem_feedback.on_trajectory_routed, dispatch_uid="gem-feedback-on-routed")
         # Every False / Env_ERROR verdict starts the ECDM: attribution, dispatch, repair (§2.5).
         trajectory_routed.connect(ecdm.on_trajectory_routed, dispatch_uid="ecdm-on-routed")
+        _track_decisions()
+
+
+def _track_decisions():
+    """The data engine's rows that people's decisions write, in the one history (accounts/history.py):
+    verdicts, adjudications, repairs, query reviews and endpoint changes, with the fields that are
+    the decision (the machine's bookkeeping on the same rows stays out)."""
+    from django.urls import reverse
+
+    from accounts import history
+    from flywheel.models import Adjudication, ModelVersion, Query, Repair, Trajectory, Verdict
+
+    history.track(Trajectory, ["verdict", "destination"], on_create=False)
+    history.track(Verdict, ["outcome", "safety_vetoed", "rationale"], about="trajectory")
+    history.track(Adjudication, ["adjudicator", "decision", "note"], about="trajectory")
+    history.track(Repair, ["status", "correction", "repaired_by", "human_fallback", "reason"], about="trajectory")
+    history.track(Query, ["text", "tier", "subclass", "persona", "capabilities", "status", "status_reason",
+                          "reviewed_by", "evaluation_only", "locked"], on_create=False)
+    history.track(ModelVersion, ["endpoint_url", "served_model_name", "kind"])
+    history.link(Trajectory, lambda pks: {pk: reverse("trajectory", args=[pk]) for pk in pks})

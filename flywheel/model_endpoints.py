@@ -8,6 +8,7 @@ itself (`MODEL_HOST`).
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
+from accounts import history
 from accounts.roles import ADMIN, user_roles
 from flywheel.models import ModelVersion
 
@@ -31,7 +32,7 @@ def change_endpoint(version: ModelVersion, *, by, endpoint_url: str, served_mode
     if not may_change_endpoint(by):
         raise EndpointChangeRefused(f"Only an admin may change where {version.name} is served; "
                                     "it is the model every judge, Teacher or benchmark using it calls.")
-    with transaction.atomic():
+    with transaction.atomic(), history.acting_as(by):  # the history names the admin, or the model host
         version = ModelVersion.objects.select_for_update().get(pk=version.pk)
         version.endpoint_url = endpoint_url
         version.served_model_name = served_model_name

@@ -2,6 +2,7 @@
 from django.urls import include, path
 
 from flywheel.collection import views as run_views
+from flywheel.console import history as history_views
 from flywheel.console import views as console_views
 from flywheel.policies import views as endpoint_views
 from flywheel.pools import views as pool_views
@@ -14,6 +15,7 @@ urlpatterns = [
     path("dashboard/", console_views.dashboard, name="dashboard"),
     path("dashboard/counts/", console_views.dashboard_counts_fragment, name="dashboard-counts"),
     path("console-admin/", console_views.admin_home, name="admin-home"),
+    path("history/", history_views.history_page, name="history"),
     path("tasks/", console_views.task_list, name="task-list"),
     path("tasks/ping/", console_views.task_ping, name="task-ping"),
     path("queries/", query_views.query_list, name="query-list"),

@@ -19,6 +19,7 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
+from accounts import history
 from devices.actions import RESOLVED_FIELDS, ActionError, normalize_action
 from devices.uitree import all_nodes, node_at, page_text, parse_hierarchy
 from flywheel import jobs
@@ -173,9 +174,13 @@ def apply_correction(repair: Repair, action: dict, cot: dict, by: str, user=None
         make_sample(repair.trajectory, locked, keep_until=index,
                     final_step={"index": index, "screenshot": step.screenshot.name, "hierarchy": step.hierarchy.name,
                                 "action": action, "cot": cot, "edit": {"by": by}})
+        correction = {"action": action, "cot": cot, "by": by}
         Repair.objects.filter(pk=repair.pk).update(
-            correction={"action": action, "cot": cot, "by": by}, repaired_by=user, claimed_by=None,
-            claimed_until=None, replay=replay)
+            correction=correction, repaired_by=user, claimed_by=None, claimed_until=None, replay=replay)
+        history.record(locked, {"correction": (json.dumps(locked.correction, sort_keys=True),
+                                               json.dumps(correction, sort_keys=True)),
+                                "repaired_by": (locked.repaired_by_id, getattr(user, "pk", None))},
+                       actor=user if by == "human" else "Teacher")
         if replay["status"] == "queued":
             repair_id = repair.pk
             transaction.on_commit(lambda: queue_replay(repair_id))
