@@ -74,7 +74,8 @@ def featurize_snapshot(snapshot: DataSnapshot) -> tuple[dict, dict]:
                 skip("unparseable target")
                 continue
             hierarchy = (directory / meta["hierarchy"]).read_text(encoding="utf-8", errors="replace")
-            found, features = featurize(goal, history, hierarchy, screen, list(meta.get("apps") or []), package)
+            found, features = featurize(goal, history, hierarchy, screen, list(meta.get("apps") or []), package,
+                                        app_labels=dict(meta.get("app_labels") or {}))
             index = target_index(found, action, screen)
             if index is None:
                 skip(f"no candidate for {action.get('action')}")

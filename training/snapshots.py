@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import transaction
 
 from flywheel.models import CptEntry, Line, RlQueryEntry, SftEntry
+from flywheel.models.trajectories import GUIDED_LINES
 from flywheel.policies.protocol import DEFAULT_K
 from training.exports import canonical_json, sha256_hex
 from training.exports.chat import (
@@ -223,10 +224,13 @@ def _export_chat(snapshot, selected, config, directory: Path) -> dict:
                 previous, samples = row, []
                 source = source_of(snapshot.kind, row)
                 meta = {"source": source, "pool_row": row.pk}
-                query = row.step.trajectory.query if snapshot.kind == DataSnapshot.Kind.CPT else row.trajectory.query
-                if query.pk not in apps:  # rows share queries (repairs, repeats): read each once
-                    apps[query.pk] = query.app_packages
-                meta["apps"] = apps[query.pk]  # what every policy is given with the goal
+                trajectory = row.step.trajectory if snapshot.kind == DataSnapshot.Kind.CPT else row.trajectory
+                # What the policy was given with the goal (the query's apps on a guided line, the
+                # phone's on a goal-only one); rows share queries and phones: each is read once.
+                key = (trajectory.query_id,) if trajectory.line in GUIDED_LINES else (trajectory.device_id,)
+                if key not in apps:
+                    apps[key] = (trajectory.policy_apps, trajectory.policy_app_labels)
+                meta["apps"], meta["app_labels"] = apps[key]
                 if snapshot.kind == DataSnapshot.Kind.CPT:
                     meta["query"] = row.step.trajectory.query_id
                     built = [(row.step, _try(step_sample, row.step, config["k"], frames, meta))]

@@ -136,7 +136,7 @@ def policy_state(trajectory: Trajectory, observation: Observation, k: int = 5) -
                        hierarchy_xml=observation.hierarchy_xml,
                        screen_size=(observation.width, observation.height),
                        foreground=observation.foreground, known_path=query.known_path if trajectory.line == Line.SCHEMA else None,
-                       apps=trajectory.query_apps)
+                       apps=trajectory.policy_apps, app_labels=trajectory.policy_app_labels)
 
 
 def propose(step: Step, observation: Observation, policy, k: int = 5) -> Proposal:

@@ -4,6 +4,7 @@ from functools import cached_property
 from django.conf import settings
 from django.db import models
 
+from flywheel.models.catalog import App
 from flywheel.rules.stated_outcome import Stated
 from flywheel.rules.stops import StopKind
 
@@ -23,6 +24,12 @@ class Line(models.TextChoices):
     # A sample the ECDM made from a failed trajectory (prefix + correction, or RQA's short chain):
     # its own line, so no line's success rate or RL group ever counts it as a rollout.
     ECDM = "ecdm", "ECDM repaired sample"
+
+
+# The lines whose policy is given the query's apps: the schema-guided line (its known path starts
+# there) and the semi-automatic one (a person works that query with the policy). Every other line is
+# goal-only (§2.3.4): the automatic, RL and benchmark policies find their apps from the goal.
+GUIDED_LINES = (Line.SCHEMA, Line.SEMI_AUTO)
 
 
 class Outcome(models.TextChoices):
@@ -109,10 +116,22 @@ class Trajectory(models.Model):
         return f"trajectory #{self.pk} ({self.query_id})"
 
     @cached_property
-    def query_apps(self) -> list[str]:
-        """The query's apps, read once per instance: the phone was reset for them when the
-        trajectory began, and the policy's input carries them at every step."""
-        return self.query.app_packages
+    def policy_apps(self) -> list[str]:
+        """The apps the policy may open, read once per instance (its input carries them at every
+        step): the query's own on a guided line (GUIDED_LINES); on a goal-only line the phone's
+        apps the console knows (launchers and the like left out), so the agent finds the apps a
+        goal needs from the goal, as with a user's request (the query's list is not a hint)."""
+        if self.line in GUIDED_LINES:
+            return self.query.app_packages
+        apps = App.objects.filter(is_system=False)
+        installed = self.device.installed_apps if self.device_id else []
+        if installed:  # a phone whose packages were never read is offered every app the console knows
+            apps = apps.filter(package__in=installed)
+        return sorted(apps.values_list("package", flat=True))
+
+    @cached_property
+    def policy_app_labels(self) -> dict[str, str]:
+        return App.display_labels(self.policy_apps)
 
 
 class Step(models.Model):

@@ -16,7 +16,11 @@ class PolicyState:
     screen_size: tuple[int, int] = (1080, 2400)
     foreground: dict = field(default_factory=dict)   # package, activity, activity_stack
     known_path: dict | None = None       # the query's known path, when it has one
-    apps: list[str] = field(default_factory=list)     # the query's app packages, first = start
+    # The apps the agent may open: on a line that shows a known path (schema-guided, semi-automatic)
+    # the query's packages, first = start; on a goal-only line the phone's apps, and the agent finds
+    # which ones the goal needs, as with a user's request.
+    apps: list[str] = field(default_factory=list)
+    app_labels: dict[str, str] = field(default_factory=dict)  # package -> the name people call it
 
 
 @dataclass

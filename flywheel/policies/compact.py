@@ -108,7 +108,8 @@ class CompactPolicy:
         pixels = pixel_candidates(state.hierarchy_xml, state.screenshots[-1] if state.screenshots else None,
                                   state.screen_size)
         candidates, features = featurize(state.goal, history, state.hierarchy_xml, state.screen_size,
-                                         list(state.apps or []), package, extra_nodes=pixels.nodes)
+                                         list(state.apps or []), package, extra_nodes=pixels.nodes,
+                                         app_labels=dict(state.app_labels or {}))
         known = [i for i, c in enumerate(candidates) if head.knows(c)]
         candidates, features = [candidates[i] for i in known], features[known]
         scores = head.scores(features)

@@ -25,8 +25,8 @@ import numpy as np
 
 from devices.uitree import UiNode, all_nodes, parse_hierarchy
 from flywheel.screens.embedding import get_model
+from flywheel.screens.labels import goal_names_app, toggle_state, wanted_toggle_state
 from flywheel.screens.labels import stems as offline_stems
-from flywheel.screens.labels import toggle_state, wanted_toggle_state
 
 KINDS = ("tap", "long_press", "type", "swipe_up", "swipe_down", "back", "home", "enter", "open", "terminate",
          "call_user")
@@ -78,7 +78,7 @@ class Candidate:
         if self.kind == "type":
             return f"type {self.span} into {self.label}"
         if self.kind == "open":
-            return f"open {app_words(self.app)}"
+            return f"open {self.label or app_words(self.app)}"  # the app's name, as a goal says it
         return KIND_TEXT[self.kind]
 
 
@@ -132,7 +132,8 @@ def _editable(node: UiNode) -> bool:
 
 
 def candidates(hierarchy_xml: str, screen: tuple[int, int], goal: str, apps: list[str],
-               extra_nodes: list[UiNode] = (), roots: list[UiNode] | None = None) -> list[Candidate]:
+               extra_nodes: list[UiNode] = (), roots: list[UiNode] | None = None,
+               app_labels: dict[str, str] | None = None) -> list[Candidate]:
     """`extra_nodes`: elements the dump lacks (flywheel.screens.ocr_candidates' lines read from the
     frame of a blind page), offered after the dump's own and featurized the same way. `roots`: the
     dump already parsed (featurize parses it once for the candidates and the screen's words)."""
@@ -164,7 +165,8 @@ def candidates(hierarchy_xml: str, screen: tuple[int, int], goal: str, apps: lis
     for kind, button in BUTTONS.items():
         found.append(Candidate(kind, "", {"action": "system_button", "button": button}))
     for app in dict.fromkeys(apps or []):
-        found.append(Candidate("open", app_words(app), {"action": "open", "app": app}, app=app))
+        label = (app_labels or {}).get(app) or app_words(app)
+        found.append(Candidate("open", label, {"action": "open", "app": app}, app=app))
     found.append(Candidate("call_user", "", {"action": "call_user",
                                              "reason": "This step is the user's to decide"}))
     found.append(Candidate("terminate", "", {"action": "terminate", "status": "success"}))
@@ -247,7 +249,8 @@ def _tapped_before(node: UiNode, past: list[dict]) -> int:
 
 
 def featurize(goal: str, history_text: str, hierarchy_xml: str, screen: tuple[int, int], apps: list[str],
-              package: str, embed=EMBED, extra_nodes: list[UiNode] = ()) -> tuple[list[Candidate], np.ndarray]:
+              package: str, embed=EMBED, extra_nodes: list[UiNode] = (),
+              app_labels: dict[str, str] | None = None) -> tuple[list[Candidate], np.ndarray]:
     """The screen's candidates and their feature rows (float32, [len(candidates), SCALARS]).
 
     The sentence embeddings enter as similarities (candidate to goal, to each clause of the goal, to
@@ -256,7 +259,7 @@ def featurize(goal: str, history_text: str, hierarchy_xml: str, screen: tuple[in
     demo's pools) the similarities alone ranked the expert's action first as often or more
     (0.69 against 0.67)."""
     roots = parse_hierarchy(hierarchy_xml)
-    found = candidates(hierarchy_xml, screen, goal, apps, extra_nodes, roots=roots)
+    found = candidates(hierarchy_xml, screen, goal, apps, extra_nodes, roots=roots, app_labels=app_labels)
     past = history_actions(history_text)
     # What was done, in words: each step's [Decision] and the text it typed. Not the other tags: a
     # plan may restate the whole goal, and an observation lists the screen, neither of which is done.
@@ -329,7 +332,7 @@ def featurize(goal: str, history_text: str, hierarchy_xml: str, screen: tuple[in
                    float(c.kind == "type" and node is not None and span in node.all_text().lower()),
                    float(c.kind == "type" and span in typed),
                    float(c.kind == "open" and c.app == package), float(c.kind == "open" and c.app in opened),
-                   float(c.kind == "open" and bool(apps) and c.app == apps[0])]
+                   float(c.kind == "open" and goal_names_app(goal, c.app, c.label))]
         row = rows[i]
         row[:len(values)] = values
         base = len(values)                      # 32, then the kind and the last two kinds, one-hot

@@ -21,17 +21,27 @@ class Episode:
     answer: str = ""
 
 
+SYSTEM_HINTS = ("launcher", "resolver", "chooser", "systemui")
+
+
+def phone_apps(phone) -> list[str]:
+    """The phone's packages an agent may open (its launchers and system UI left out)."""
+    packages = (line.removeprefix("package:").strip() for line in phone.shell("pm list packages").splitlines())
+    return sorted(p for p in packages if p and not any(hint in p for hint in SYSTEM_HINTS))
+
+
 def run_episode(phone, task: dict, policy, max_steps: int = 20, k: int = 5,
                 schema_guided: bool = False, baseline: dict | None = None) -> Episode:
     """`task` is a query in the JSONL format of docs/query-format.md.
 
-    The policy sees the task's known path only when `schema_guided` (§2.3.4); otherwise the goal
-    alone, as on the automatic, RL and benchmark lines. `baseline` (devices.baseline.read_baseline)
+    The policy sees the task's known path and apps only when `schema_guided` (§2.3.4); otherwise the
+    goal alone and the phone's apps, as on the automatic, RL and benchmark lines. `baseline` (devices.baseline.read_baseline)
     is restored by the reset, so one episode's global settings never leak into the next.
     """
     known_path = task.get("known_path") if schema_guided else None
     apps = list(task.get("apps") or [])
     reset_phone(phone, task.get("reset") or None, apps=apps, baseline=baseline)
+    offered = apps if schema_guided else phone_apps(phone)
     executor = ActionExecutor(phone, holder="policy-episode")
     episode, history, screenshots = Episode(), [], []
     for _ in range(max_steps):
@@ -40,7 +50,7 @@ def run_episode(phone, task: dict, policy, max_steps: int = 20, k: int = 5,
         state = PolicyState(goal=task["text"], history=history, screenshots=screenshots,
                             hierarchy_xml=observation.hierarchy_xml,
                             screen_size=(observation.width, observation.height),
-                            foreground=observation.foreground, known_path=known_path, apps=apps)
+                            foreground=observation.foreground, known_path=known_path, apps=offered)
         try:
             proposal = policy.propose(state)
         except PolicyError as error:

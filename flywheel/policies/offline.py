@@ -15,7 +15,7 @@ from flywheel.policies.base import PolicyState, Proposal
 from flywheel.policies.narration import NOISE, narrated_steps
 from flywheel.policies.protocol import describe_action
 from flywheel.rules.consistency import words
-from flywheel.screens.labels import label_node, label_of, stems, toggle_state, wanted_toggle_state
+from flywheel.screens.labels import apps_for_goal, label_node, label_of, stems, toggle_state, wanted_toggle_state
 from flywheel.screens.ocr_candidates import pixel_candidates
 from flywheel.screens.selectors import find_target
 
@@ -153,12 +153,13 @@ class OfflinePolicy:
         goal = state.goal
         history = state.history
         package = state.foreground.get("package", "")
-        if state.apps and package not in state.apps:
+        needed = apps_for_goal(goal, list(state.apps or []), state.app_labels)  # the apps the goal names
+        if needed and package not in needed:
             if history and history[-1].action.get("action") == "open":
-                return self._fail(f"opening {state.apps[0]} did not bring it to the front")
-            return ({"action": "open", "app": state.apps[0]},
-                    f"Open the app the task needs ({state.apps[0]}) first.", None, 0.85)
-        app_names = {w for app in state.apps for w in stems(app.replace(".", " "))} - {"com", "android", "sim"}
+                return self._fail(f"opening {needed[0]} did not bring it to the front")
+            return ({"action": "open", "app": needed[0]},
+                    f"Open the app the task needs ({needed[0]}) first.", None, 0.85)
+        app_names = {w for app in needed for w in stems(app.replace(".", " "))} - {"com", "android", "sim"}
         narration = narrated_steps(goal, app_names)
         if narration:
             return self._follow_narration(state, nodes, narration)

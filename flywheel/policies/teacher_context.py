@@ -66,7 +66,7 @@ def query_facts(query) -> dict:
     except ValueError:  # an unsaved query has no relations yet
         pass
     return {"known_path": query.known_path or None, "gem_path": gem_path,
-            "target_pages": list(dict.fromkeys(targets))}
+            "target_pages": list(dict.fromkeys(targets)), "apps": list(query.app_packages)}
 
 
 # -- contexts ----------------------------------------------------------------------------------------
@@ -122,7 +122,7 @@ def context_for_step(trajectory, index: int) -> TeacherContext | None:
     return TeacherContext(
         goal=query.text, history=history, screenshot=screenshot, hierarchy_xml=_blob_text(step.hierarchy),
         screen_size=_screen(step), wrong_action=step.executed_action or step.proposed_action,
-        foreground=_foreground(step), apps=list(query.app_packages), step_index=index,
+        foreground=_foreground(step), step_index=index,
         history_hierarchies=[_blob_text(s.hierarchy) for s in earlier], **query_facts(query))
 
 
@@ -133,7 +133,8 @@ def context_from_state(state, facts: dict | None = None, wrong_action: dict | No
         goal=state.goal, history=list(state.history),
         screenshot=state.screenshots[-1] if state.screenshots else None, hierarchy_xml=state.hierarchy_xml,
         screen_size=tuple(state.screen_size), wrong_action=wrong_action, foreground=dict(state.foreground or {}),
-        apps=list(state.apps or []), known_path=state.known_path or facts.get("known_path"),
+        # The Teacher knows the query's apps; a goal-only policy's state carries the phone's.
+        apps=list(facts.get("apps") or state.apps or []), known_path=state.known_path or facts.get("known_path"),
         gem_path=list(facts.get("gem_path") or []), target_pages=list(facts.get("target_pages") or []),
         step_index=len(state.history), history_hierarchies=list(facts.get("history_hierarchies") or []))
 

@@ -40,3 +40,28 @@ def label_of(node: UiNode) -> str:
     """What a person would call the element: its own text, else its first descendant's (a row's title)."""
     first = next((n.text or n.desc for n in node.walk() if n.text or n.desc), "")
     return (first or node.resource_id.rsplit("/", 1)[-1])[:60]
+
+
+PACKAGE_NOISE = frozenset({"com", "org", "net", "android", "sim", "apps", "app", "google"})
+
+
+def goal_names_app(goal: str, package: str, label: str = "") -> bool:
+    """Does the goal name this app, by the name people call it or its package's own word? A goal-only
+    agent is given the phone's apps and finds the one a goal needs this way, as with a user's request."""
+    goal_lower = goal.lower()
+    names = {label.lower(), *(w.lower() for w in re.split(r"[._]", package or "") if w.lower() not in PACKAGE_NOISE)}
+    return any(len(name) > 2 and re.search(rf"\b{re.escape(name)}", goal_lower) for name in names)
+
+
+def apps_for_goal(goal: str, apps: list[str], labels: dict[str, str] | None = None) -> list[str]:
+    """The apps of `apps` the goal names, in the order it names them; a single app offered is the one."""
+    named = [app for app in apps if goal_names_app(goal, app, (labels or {}).get(app, ""))]
+    if not named and len(apps) == 1:
+        return list(apps)
+    goal_lower = goal.lower()
+
+    def where(app):
+        label = (labels or {}).get(app, "").lower()
+        spots = [goal_lower.find(name) for name in (label, app.rsplit(".", 1)[-1].lower()) if name]
+        return min([s for s in spots if s >= 0], default=len(goal_lower))
+    return sorted(named, key=where)

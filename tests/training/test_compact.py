@@ -317,3 +317,25 @@ def test_the_loop_trainer_trains_m_t_plus_1_from_a_compact_m_t(pool, django_user
     reply = loop_trainer(loop_round)
     assert reply["status"] == "done" and reply["model_version"].parent == m0
     assert loop_trainer(loop_round)["model_version"] == reply["model_version"]  # keyed by the round
+
+
+def test_a_goal_only_policy_is_offered_the_phones_apps_and_the_one_the_goal_names_stands_out():
+    from flywheel.screens.labels import apps_for_goal, goal_names_app
+
+    apps = ["com.sim.chat", "com.sim.food", "com.sim.notes", "com.sim.shop"]
+    labels = {"com.sim.chat": "Chatter", "com.sim.food": "FoodDash", "com.sim.notes": "Notes",
+              "com.sim.shop": "ShopMart"}
+    goal = "Copy the order number from ShopMart and send it to Dana in Chatter"
+    assert apps_for_goal(goal, apps, labels) == ["com.sim.shop", "com.sim.chat"]  # in the order it names them
+    assert apps_for_goal("Turn on dark mode", apps, labels) == []                 # nothing named: nothing picked
+    assert apps_for_goal("Turn on dark mode", ["com.android.settings"]) == ["com.android.settings"]
+    assert goal_names_app("order pad thai on fooddash", "com.sim.food", "FoodDash")
+    assert not goal_names_app("take a note", "com.sim.notes", "")  # "note" is not the app "notes"
+    found, rows = featurize(goal, "", LIST, SCREEN, apps, APP, app_labels=labels)
+    opens = {c.app: i for i, c in enumerate(found) if c.kind == "open"}
+    assert set(opens) == set(apps) and found[opens["com.sim.chat"]].label == "Chatter"
+    # A feature is 1 for the apps the goal names and 0 for the others (which column is the head's business).
+    named = [j for j in range(rows.shape[1])
+             if rows[opens["com.sim.shop"], j] == rows[opens["com.sim.chat"], j] == 1.0
+             and rows[opens["com.sim.food"], j] == rows[opens["com.sim.notes"], j] == 0.0]
+    assert named, "no feature tells the apps the goal names from the others"

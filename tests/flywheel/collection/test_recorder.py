@@ -104,3 +104,28 @@ def test_only_the_schema_guided_line_shows_the_known_path(line, shown):
                                                           width=1080, height=2400))
     assert state.goal == "Turn on dark theme"
     assert state.known_path == (path if shown else None)
+
+
+@pytest.mark.parametrize("line, given_the_query_apps", [("schema", True), ("semi_auto", True), ("automatic", False),
+                                                        ("rl", False), ("benchmark", False)])
+def test_goal_only_lines_give_the_phone_apps_not_the_querys(line, given_the_query_apps):
+    """Issue #35: the automatic, RL and benchmark policies find their apps from the goal, as with a
+    user's request; only the guided lines are given the query's own list."""
+    from devices.observation import Observation
+
+    shop = App.objects.create(package="com.sim.shop", label="ShopMart")
+    App.objects.create(package="com.sim.notes", label="Notes")
+    App.objects.create(package="com.sim.launcher", label="Launcher", is_system=True)
+    App.objects.create(package="com.sim.absent", label="Not on this phone")
+    device = Device.objects.create(serial=f"apps-{line}", adb_server="127.0.0.1:1",
+                                   installed_apps=["com.sim.launcher", "com.sim.notes", "com.sim.shop"])
+    query = Query.objects.create(key=f"apps-{line}", text="Add the kettle to the cart in ShopMart", tier="L2")
+    query.set_apps([shop])
+    trajectory = Trajectory.objects.create(query=query, line=line, device=device)
+    state = recorder.policy_state(trajectory, Observation(png=b"", hierarchy_xml="<hierarchy/>",
+                                                          width=1080, height=2400))
+    if given_the_query_apps:
+        assert state.apps == ["com.sim.shop"]
+    else:
+        assert state.apps == ["com.sim.notes", "com.sim.shop"]  # the phone's, launchers left out
+        assert state.app_labels == {"com.sim.notes": "Notes", "com.sim.shop": "ShopMart"}

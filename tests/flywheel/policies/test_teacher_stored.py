@@ -92,4 +92,4 @@ def test_query_facts_name_the_target_pages():
     query = Query.objects.create(key="facts", text="t", tier="L1", known_path=None, gem_path=[edge.pk])
     query.set_functions([FunctionNode.objects.create(app=app, path="notes/new", page=editor)])
     facts = query_facts(query)
-    assert facts == {"known_path": None, "gem_path": [edge.pk], "target_pages": [editor.pk, saved.pk]}
+    assert facts == {"known_path": None, "gem_path": [edge.pk], "target_pages": [editor.pk, saved.pk], "apps": []}
