@@ -138,6 +138,14 @@ def _title(nodes: list[_Node], is_dialog: bool) -> str:
     return top[0].text[:MAX_TEXT_LENGTH] if top else ""
 
 
+def _checked(node) -> bool | None:
+    """The state of a switch: the node's own, else its first checkable child's; None if neither is one."""
+    for candidate in (node, *node.children):
+        if candidate.flag("checkable"):
+            return candidate.flag("checked")
+    return None
+
+
 def read_page(hierarchy_xml: str, max_elements: int = MAX_ELEMENTS) -> PageReading:
     """Title, texts (title first), actionable elements with selectors, dialog or not."""
     nodes = _parse(hierarchy_xml or "")
@@ -167,6 +175,7 @@ def read_page(hierarchy_xml: str, max_elements: int = MAX_ELEMENTS) -> PageReadi
             "resource_id": node.rid, "bounds": node.bounds, "clickable": node.flag("clickable"),
             "long_clickable": node.flag("long-clickable"), "editable": is_editable(node),
             "checkable": node.flag("checkable") or any(n.flag("checkable") for n in node.children),
+            "checked": _checked(node),
             "enabled": node.attrs.get("enabled", "true") != "false",
             "hint": (node.attrs.get("hint") or node.text) if is_editable(node) else "",
             "repeated": counts["rid"].get(node.rid, 0) > 1 if node.rid else False,

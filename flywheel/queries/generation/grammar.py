@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from flywheel.queries.generation.operations import operation_clause
+
 # --- 1. subclass templates ---------------------------------------------------------------------
 
 
@@ -136,6 +138,22 @@ SUBCLASS_BUILDERS = {
     "incomplete_instruction": incomplete_instruction, "intent_inference": intent_inference,
     "colloquial_self_correction": colloquial_self_correction,
 }
+
+# An operation's own forms of the subclasses whose page form asks for a second thing (open an item,
+# look at another page): with an operation that second thing would be asked and never done.
+
+
+def dependent_on_page(ctx, clause, rng):
+    return f"Open {ctx.label} in {ctx.app_label}, and {rng.choice(['once it is there', 'when it loads'])}, {clause}."
+
+
+def conditional_on_page(ctx, clause, rng):
+    return (f"If {ctx.app_label} shows {ctx.operation.label} under {ctx.label}, {clause}; "
+            f"{rng.choice(['otherwise tell me it is not there', 'if not, let me know'])}.")
+
+
+OPERATION_BUILDERS = {"dependent_operation": dependent_on_page, "parallel_operation": dependent_on_page,
+                      "conditional_operation": conditional_on_page}
 
 # --- 2. capability clauses ------------------------------------------------------------------------
 
@@ -324,13 +342,21 @@ def apply_persona(text: str, persona: str, rng, protected: list[str]) -> str:
 
 def compose(ctx, subclass: str, persona: str, capabilities: list[str], rng) -> str:
     """One query text for a leaf context: subclass template + capability clauses + persona."""
-    text = SUBCLASS_BUILDERS[subclass](ctx, rng)
+    operation = getattr(ctx, "operation", None)
     clauses = [CAPABILITY_BUILDERS[c](ctx, rng) for c in capabilities if has_material(ctx, c)]
+    if operation is not None and subclass in OPERATION_BUILDERS:
+        text = OPERATION_BUILDERS[subclass](ctx, operation_clause(operation, rng), rng)
+    else:
+        text = SUBCLASS_BUILDERS[subclass](ctx, rng)
+        if operation is not None:  # the page is where; the operation is what is asked
+            clauses.insert(0, operation_clause(operation, rng))
     if clauses:
         text = _body(text) + ", and " + ", and ".join(clauses) + "."
     protected = [obj for _verb, obj in ctx.narration] + [ctx.label, ctx.app_label, ctx.title, *ctx.items,
                                                           *ctx.filters, *ctx.toggles, *ctx.path_texts,
                                                           *ctx.other_labels]
+    if operation is not None:
+        protected += [operation.label, operation.field, f'"{operation.text}"' if operation.text else ""]
     return apply_persona(text, persona, rng, protected)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
 from django.utils import timezone
@@ -22,6 +22,7 @@ from flywheel.queries.drafts import QueryDraft
 from flywheel.queries.function_tree.builder import leaves as function_leaves
 from flywheel.queries.gem import graph as gem
 from flywheel.queries.generation.grammar import compose, compose_cross, has_material
+from flywheel.queries.generation.operations import Operation, is_action_leaf, leaf_operation
 from flywheel.queries.verification_drafts import draft_verification
 from flywheel.queries.vocabulary import CAPABILITIES, CROSS_APP_RELATIONS, PERSONAS, SUBCLASS_TIER, TIER_SUBCLASSES
 
@@ -54,6 +55,7 @@ class LeafContext:
     toggles: list[str] = field(default_factory=list)
     path_texts: list[str] = field(default_factory=list)
     other_labels: list[str] = field(default_factory=list)
+    operation: Operation | None = None   # an action leaf's operation (its steps are in `steps`)
 
     @property
     def has_path(self) -> bool:
@@ -163,7 +165,7 @@ def paths_from_start(page_ids) -> dict[int, list[int] | None]:
 def load_contexts(packages: list[str] | None = None, problems: list | None = None) -> list[LeafContext]:
     """One context per usable leaf of the apps (all non-system apps when none are named)."""
     graph_api = gem
-    leaves = function_leaves().filter(page__isnull=False).select_related("app", "page")
+    leaves = function_leaves().filter(page__isnull=False).select_related("app", "page", "parent")
     if packages:
         leaves = leaves.filter(app__package__in=packages)
     else:
@@ -194,6 +196,11 @@ def load_contexts(packages: list[str] | None = None, problems: list | None = Non
             ctx.narration = [("open", app_label)] + [edge_phrase(edges[e]) for e in path]
             path_pages = [edges[e].target for e in path]
         ctx.milestone_titles = [_page_title(p) for p in path_pages if p.kind not in SYSTEM_KINDS] or [ctx.title]
+        if is_action_leaf(leaf):
+            operation = leaf_operation(page, leaf.label, random.Random(f"operation:{leaf.id}"))
+            if operation is not None:  # the query asks for the operation on the page, not for the page
+                ctx.operation, ctx.label = operation, (leaf.parent.label if leaf.parent else "") or ctx.title
+                ctx.steps = ctx.steps + operation.steps if ctx.has_path else ctx.steps
         # The way there is not content of the target, but the last tap often names it (a product
         # title tapped in a list), so only the earlier taps are kept out of its items.
         tapped = {obj for _verb, obj in ctx.narration[:-1]}
@@ -220,8 +227,15 @@ def steps_with_open(package: str, steps: list[dict]) -> list[dict]:
 def known_path(ctx: LeafContext) -> dict | None:
     if not ctx.has_path:
         return None
-    summary = " → ".join(obj for _verb, obj in ctx.narration)
+    summary = " → ".join([obj for _verb, obj in ctx.narration] + ([ctx.operation.label] if ctx.operation else []))
     return {"mode": "tap", "summary": summary, "steps": ctx.steps}
+
+
+def verification(ctx: LeafContext) -> dict:
+    spec = draft_verification(ctx.package, ctx.activity, ctx.title, ctx.milestone_titles)
+    if ctx.operation and ctx.operation.check:  # the operation's outcome, not only the page, is checked
+        spec["terminal"].append(dict(ctx.operation.check))
+    return spec
 
 
 DEFAULT_CONFIG = {"apps": [], "tiers": ["L1", "L2", "L3"], "subclasses": [], "personas": list(PERSONAS),
@@ -290,17 +304,26 @@ def plan_single_app(contexts: list[LeafContext], config: dict) -> list[QueryDraf
             else:
                 continue
             # A capability is only claimed when the page gives the clause real material.
-            capabilities = [c for c in choices[(n + k) % len(choices)] if has_material(ctx, c)]
+            capabilities = [c for c in choices[(n + k) % len(choices)] if has_material(ctx, c)
+                            and not ctx.operation]  # an operation is the clause; none is stacked on it
             rng = random.Random(f"{config['seed']}:{ctx.leaf_id}:{k}")
-            tier = SUBCLASS_TIER[subclass]
-            text = compose(ctx, subclass, persona, capabilities, rng)
-            drafts.append(QueryDraft(
-                text=text, apps=[ctx.package], tier=tier, subclass=subclass, persona=persona, styled=True,
-                capabilities=list(capabilities), functions=[ctx.leaf_id] if ctx.leaf_id else [],
-                gem_path=list(ctx.edge_ids or []), known_path=known_path(ctx),
-                verification=draft_verification(ctx.package, ctx.activity, ctx.title, ctx.milestone_titles),
-                labels=_labels(tier, persona, ctx.steps, leaf=ctx.label, target_page=ctx.title)))
+            drafts.append(leaf_draft(ctx, subclass, persona, capabilities, rng))
     return drafts
+
+
+def leaf_draft(ctx: LeafContext, subclass: str, persona: str, capabilities: list[str], rng) -> QueryDraft:
+    if ctx.operation is not None and ctx.has_path:  # each phrasing types its own text
+        operation = ctx.operation.retyped(rng)
+        ctx = replace(ctx, operation=operation,
+                      steps=ctx.steps[:len(ctx.steps) - len(operation.steps)] + operation.steps)
+    tier = SUBCLASS_TIER[subclass]
+    operation = {"operation": ctx.operation.kind} if ctx.operation else {}
+    return QueryDraft(
+        text=compose(ctx, subclass, persona, capabilities, rng), apps=[ctx.package], tier=tier, subclass=subclass,
+        persona=persona, styled=True, capabilities=list(capabilities), functions=[ctx.leaf_id] if ctx.leaf_id else [],
+        gem_path=list(ctx.edge_ids or []), known_path=known_path(ctx), verification=verification(ctx),
+        labels=_labels(tier, persona, ctx.steps, leaf=ctx.operation.label if ctx.operation else ctx.label,
+                       target_page=ctx.title, **operation))
 
 
 def _end_context(page: GemPage) -> LeafContext:
