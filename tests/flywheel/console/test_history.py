@@ -122,6 +122,21 @@ def test_an_endpoint_change_is_recorded_with_the_admin_or_the_model_host(client_
     assert "admin-user" in rows[1] and f"Endpoint url: http://127.0.0.1:9/v1 → {stub.url}" in rows[1], rows
 
 
+def test_a_query_review_is_recorded_with_its_reviewer(client_as, role_users):
+    from flywheel.models import Query
+    from tests.annotation.test_query_review import make_query, post_act
+
+    approved, rejected = make_query("q1"), make_query("q2")
+    client = client_as("manager")
+    post_act(client, "approve", [approved], htmx=True)
+    post_act(client, "reject", [rejected], reason="duplicates q7", htmx=True)
+    rows = history_rows(client.get(f"/history/?kind=flywheel.query&person={role_users['manager'].pk}"))
+    assert len(rows) == 2 and all("manager-user changed query" in r for r in rows), rows
+    assert "Status: Needs review → Rejected" in rows[0] and "Status reason: — → duplicates q7" in rows[0], rows
+    assert "Status: Needs review → Ready" in rows[1] and "Reviewed by: — → manager-user" in rows[1], rows
+    assert not entries_of(Query, approved.pk).filter(action=LogEntry.Action.CREATE).exists()  # made, not decided
+
+
 def test_a_refused_change_writes_no_entry(client_as):
     judge = ModelVersion.objects.create(name="judge-72b", kind="endpoint", endpoint_url="http://127.0.0.1:9/v1")
     before = LogEntry.objects.count()
