@@ -16,6 +16,11 @@ enabled rules and records a block as an AuditEvent.
 A typed-text pattern that starts with "@" names a built-in detector that a regex cannot express:
 @card_number (Luhn-valid 13-19 digit numbers), @id_number (ID numbers with valid check digits),
 @otp (one-time codes), @credential (a password or secret written out).
+
+An element pattern "@act:<act>" (purchase, transfer, delete, reset) matches when the meaning judge
+(devices/act_meaning.py) finds that touching the element does that act: by the element's words in
+any language, its icon or resource-id, and for a generic "OK" by what the screen is about. The
+rules that use it are seeded by migration 0007.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from devices.act_meaning import judge
 from devices.actions import SCREEN_ACTIONS
 from devices.sensitive_text import DETECTORS
 from devices.uitree import focused_node, node_at, page_text, parse_hierarchy
@@ -33,6 +39,9 @@ logger = logging.getLogger(__name__)
 # Leaving a screen must always be possible, or a blocked agent could not walk away from danger.
 ESCAPE_BUTTONS = ("back", "home", "recents")
 PASSWORD_MARK = "[password field]"
+ACT_PATTERN = "@act:"
+# What the meaning judge looks at: touches of an element (typing into a field buys nothing).
+MEANING_ACTIONS = ("click", "double_click", "long_press", "swipe", "drag")
 
 
 @dataclass
@@ -117,8 +126,15 @@ def typed_text(action: dict) -> str | None:
     return None
 
 
-def rule_applies(rule, action: dict, element: str | None, page: str, typed: str | None) -> bool:
-    """A rule blocks when every condition it has holds (it needs at least one condition)."""
+def _element_matches(pattern: str, element: str | None, act) -> bool:
+    if pattern.startswith(ACT_PATTERN):
+        return act is not None and act.act == pattern[len(ACT_PATTERN):].strip()
+    return bool(element) and _matches(pattern, element)
+
+
+def rule_applies(rule, action: dict, element: str | None, page: str, typed: str | None, act=None) -> bool:
+    """A rule blocks when every condition it has holds (it needs at least one condition). `act`:
+    the meaning judge's verdict on the element (an act_meaning.Verdict), for "@act:" patterns."""
     name = action.get("action")
     if not getattr(rule, "enabled", True):
         return False
@@ -130,7 +146,7 @@ def rule_applies(rule, action: dict, element: str | None, page: str, typed: str 
     conditions = 0
     if rule.element_patterns:
         conditions += 1
-        if not element or not any(_matches(p, element) for p in rule.element_patterns):
+        if not any(_element_matches(p, element, act) for p in rule.element_patterns):
             return False
     if rule.page_patterns:
         conditions += 1
@@ -149,6 +165,8 @@ def audit(action: dict, hierarchy_xml: str, rules, extra_nodes=()) -> AuditDecis
     if action.get("action") == "system_button" and action.get("button") in ESCAPE_BUTTONS:
         return AuditDecision(True)
     roots = [*parse_hierarchy(hierarchy_xml or ""), *extra_nodes]
+    rules = list(rules)
+    node = None
     if action.get("action") == "open":
         element, described = opened_app(action)
     else:
@@ -156,11 +174,22 @@ def audit(action: dict, hierarchy_xml: str, rules, extra_nodes=()) -> AuditDecis
         element, described = element_text(node), (node.describe() if node is not None else None)
     page = page_text(roots)
     typed = typed_text(action)
+    act = None
+    if action.get("action") in MEANING_ACTIONS and any(_judges_meaning(rule) for rule in rules):
+        act = judge(node, page.splitlines())
     for rule in rules:
-        if rule_applies(rule, action, element, page, typed):
-            return AuditDecision(False, reason=f"{rule.reason} (safety rule '{rule.name}')",
-                                 rule=rule, element=described)
+        if rule_applies(rule, action, element, page, typed, act):
+            return AuditDecision(False, reason=block_reason(rule, act), rule=rule, element=described)
     return AuditDecision(True, element=described)
+
+
+def _judges_meaning(rule) -> bool:
+    return any(str(p).startswith(ACT_PATTERN) for p in rule.element_patterns or [])
+
+
+def block_reason(rule, act) -> str:
+    said = f" ({act.evidence})" if act is not None and _judges_meaning(rule) else ""
+    return f"{rule.reason}{said} (safety rule '{rule.name}')"
 
 
 def opened_app(action: dict) -> tuple[str, dict | None]:

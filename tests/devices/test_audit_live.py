@@ -1,5 +1,5 @@
 """The safety audit in front of the executor, live on the farm, with the rules of the database
-(seeded by migration 0003): paying on the shopping checkout is blocked and recorded."""
+(seeded by migrations 0003 and 0007): paying on the shopping checkout is blocked and recorded."""
 import pytest
 
 from devices.executor import ActionExecutor
@@ -17,6 +17,8 @@ def test_default_rules_are_seeded():
     names = set(SafetyRule.objects.values_list("name", flat=True))
     assert {"Payment confirmation", "Factory reset", "Delete account", "Typing a card number"} <= names
     assert set(SafetyRule.objects.values_list("category", flat=True)) >= {"payment", "privacy", "irreversible"}
+    assert {"Purchase or payment (by meaning)", "Money transfer (by meaning)", "Irreversible deletion (by meaning)",
+            "Factory reset (by meaning)"} <= names
 
 
 def test_pay_now_is_blocked_and_recorded(phone):
@@ -43,7 +45,8 @@ def test_pay_now_is_blocked_and_recorded(phone):
 
 
 def test_a_disabled_rule_no_longer_blocks(phone):
-    SafetyRule.objects.filter(name="Payment confirmation").update(enabled=False)
+    # "Pay now" is judged by two rules: its words (0003) and its meaning (0007)
+    SafetyRule.objects.filter(name__in=["Payment confirmation", "Purchase or payment (by meaning)"]).update(enabled=False)
     phone.shell("am start -n com.sim.shop/.PaymentConfirmActivity")
     result = ActionExecutor(phone).execute({"action": "click", "point": list(find(phone, text="Pay now").center)})
     assert result.ok and "Paid" in orders(phone)
