@@ -16,6 +16,7 @@ import io
 import json
 from pathlib import Path
 
+from benchmark.metric import policy_success
 from benchmark.models import EvalResult, EvalRun
 from flywheel.rules.spreadsheet import spreadsheet_safe_row
 
@@ -102,7 +103,7 @@ def androidworld_rows(eval_run: EvalRun) -> list[dict]:
         complete = [r for r in current if r.state in SCORED and r.final_outcome in ("success", "failure")]
         rows.append({
             "task_template": key, "num_complete_trials": len(complete),
-            "mean_success_rate": _mean([1.0 if r.final_outcome == "success" else 0.0 for r in complete]),
+            "mean_success_rate": _mean([1.0 if policy_success(r) else 0.0 for r in complete]),
             "mean_episode_length": _mean([episode_length(r) for r in attempts]),
             "total_runtime_s": round(sum(runtime_s(r) or 0.0 for r in attempts), 1),
             "num_fail_trials": sum(1 for r in attempts if r.state == EvalResult.State.NOT_SCORED),

@@ -14,13 +14,23 @@ FINAL = (EvalResult.State.SCORED, EvalResult.State.EXPERT)
 def current_results(evaluation_id: int):
     """The latest result of each item (a re-collection supersedes the one it replaces)."""
     return (EvalResult.objects.filter(eval_run_id=evaluation_id, superseded=False)
-            .select_related("item__query").order_by("item__position", "item_id"))
+            .select_related("item__query", "trajectory").order_by("item__position", "item_id"))
+
+
+def teacher_assisted(result) -> bool:
+    return bool(result.trajectory_id and result.trajectory.teacher_assisted)
+
+
+def policy_success(result) -> bool:
+    """A success of the policy alone: one the Teacher took over in is scored, but not as a success
+    (issue #35; benchmark runs switch takeover off, this keeps any that slipped in out of the SR)."""
+    return result.final_outcome == SUCCESS and not teacher_assisted(result)
 
 
 def compute_scores(evaluation_id: int) -> dict:
     results = list(current_results(evaluation_id))
     scored = [r for r in results if r.state in FINAL and r.final_outcome in (SUCCESS, FAILURE)]
-    successes = sum(1 for r in scored if r.final_outcome == SUCCESS)
+    successes = sum(1 for r in scored if policy_success(r))
     judged = [r for r in results if r.judge_verdict and r.judge_verdict != "env_error"]
     unanimous = [r for r in judged if r.judge_verdict in (SUCCESS, FAILURE)]
     by_hand = [r for r in results if r.expert_outcome]
@@ -33,6 +43,7 @@ def compute_scores(evaluation_id: int) -> dict:
     return {
         "sr": None if sr is None else round(sr, 4),
         "successes": successes, "scored": len(scored),
+        "teacher_assisted": sum(1 for r in scored if r.final_outcome == SUCCESS and teacher_assisted(r)),
         "waiting_for_expert": sum(1 for r in results if r.state == EvalResult.State.SPLIT),
         "not_scored": dict(not_scored),
         "attempts": EvalResult.objects.filter(eval_run_id=evaluation_id).count(),
@@ -42,7 +53,7 @@ def compute_scores(evaluation_id: int) -> dict:
         "expert_scored": len(by_hand),
         "expert_override_rate": round(len(overridden) / len(by_hand), 4) if by_hand else None,
         "partial_credit": round(sum(credits) / len(credits), 4) if credits else None,
-        "by_dimension": breakdown([(r.item.labels or {}, r.final_outcome == SUCCESS) for r in scored]),
+        "by_dimension": breakdown([(r.item.labels or {}, policy_success(r)) for r in scored]),
     }
 
 

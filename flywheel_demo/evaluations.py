@@ -3,15 +3,15 @@ have solved, and which need an app the training never saw; the SR with its boots
 false-success rate, the SR by kind of task, and paired comparisons between two evaluations.
 
 A task is solved when its current (not superseded) result's final outcome is a success in a final state,
-as benchmark/metric.py counts successes (an expert's verdict included); a task not scored counts as not
+as benchmark/metric.py counts successes (an expert's verdict included; one the Teacher took over in
+is not the policy's); a task not scored counts as not
 solved, so every evaluation is read over the same tasks.
 """
 from __future__ import annotations
 
 from benchmark.infer import eval_items
-from benchmark.metric import FINAL, current_results
+from benchmark.metric import FINAL, current_results, policy_success
 from benchmark.models import EvalRun
-from benchmark.rules.scoring import SUCCESS
 from benchmark.stats import bootstrap_ci, paired_difference
 from flywheel.rules.stops import StopKind
 
@@ -32,7 +32,7 @@ def task_outcomes(evaluation: EvalRun, unseen_apps: set[str]) -> dict[str, dict]
             stop = result.trajectory.stop_kind if result.trajectory else (result.evidence or {}).get("stop_kind", "")
         apps = {link.app.package for link in item.query.app_links.all()}
         outcomes[item.query.key] = {
-            "solved": result is not None and result.state in FINAL and result.final_outcome == SUCCESS,
+            "solved": result is not None and result.state in FINAL and policy_success(result),
             "claimed": stop == StopKind.SUCCESS,
             "kind": FUNCTION if apps & unseen_apps else PHRASING}
     return outcomes

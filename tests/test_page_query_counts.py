@@ -33,11 +33,11 @@ pytestmark = pytest.mark.django_db
 
 # page → (role, queries). The session, the user and the roles are 3 of them.
 PAGES = {
-    "/dashboard/": ("manager", 21),
-    "/dashboard/counts/": ("manager", 18),
+    "/dashboard/": ("manager", 22),  # + the Teacher-assisted successes, counted apart (#35)
+    "/dashboard/counts/": ("manager", 19),  # + the Teacher-assisted successes, counted apart (#35)
     "/ledger/": ("manager", 11),  # + the benchmark rollouts left out of the failures (one count, #31)
     "/ledger/runs/{run}/": ("manager", 10),
-    "/pools/": ("manager", 14),
+    "/pools/": ("manager", 15),  # + the steps that are no training labels (#35)
     "/queue/": ("annotator", 10),
     "/adjudication/": ("adjudicator", 7),
     "/repairs/": ("annotator", 6),

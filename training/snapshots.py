@@ -27,9 +27,11 @@ from flywheel.policies.protocol import DEFAULT_K
 from training.exports import canonical_json, sha256_hex
 from training.exports.chat import (
     IMAGE_PLACEHOLDER,
+    TEACHER,
     FrameCache,
     SkippedSample,
     masked_step_count,
+    not_label_step_count,
     step_sample,
     trajectory_samples,
 )
@@ -217,7 +219,7 @@ def _export_chat(snapshot, selected, config, directory: Path) -> dict:
     """data.jsonl + images/ + dataset_info.json; each selected pool row gives its samples in order."""
     frames, hasher = FrameCache(), hashlib.sha256()
     rows, row_ids, images, skipped, by_source, files, apps = [], [], {}, [], {}, {}, {}
-    masked, previous, samples = 0, None, []
+    masked, not_labels, teacher_steps, previous, samples = 0, 0, 0, None, []
     with open(directory / "data.jsonl", "wb") as out:
         for row in selected:
             if row is not previous:  # a repeated row (mixture ratio > 1) reuses its samples
@@ -238,6 +240,7 @@ def _export_chat(snapshot, selected, config, directory: Path) -> dict:
                     meta["query"] = row.trajectory.query_id
                     built = list(trajectory_samples(row.trajectory, config["k"], frames, meta))
                     masked += masked_step_count(row.trajectory)
+                    not_labels += not_label_step_count(row.trajectory)
                 for step, sample in built:
                     if isinstance(sample, SkippedSample):
                         skipped.append({"pool_row": row.pk, "step": step.index, "reason": str(sample)})
@@ -261,11 +264,14 @@ def _export_chat(snapshot, selected, config, directory: Path) -> dict:
                         files[path] = sha256_hex(data)
                 meta = sample.record["meta"]
                 by_source[meta["source"]] = by_source.get(meta["source"], 0) + 1
+                teacher_steps += meta["step_source"] == TEACHER
                 rows.append({"sample": len(rows), "pool_row": meta["pool_row"], "trajectory": meta["trajectory"],
-                             "step": meta["step"], "source": meta["source"], "sha256": sha256_hex(line)})
+                             "step": meta["step"], "source": meta["source"], "step_source": meta["step_source"],
+                             "sha256": sha256_hex(line)})
     (directory / "dataset_info.json").write_text(json.dumps(dataset_info(snapshot), indent=2))
     return {"rows": rows, "row_ids": row_ids, "images": images, "content_hash": hasher.hexdigest(),
             "stats": {"by_source": dict(sorted(by_source.items())), "skipped": skipped, "masked_steps": masked,
+                      "not_training_labels": not_labels, "teacher_steps": teacher_steps,
                       "images": len(images), "hierarchies": len(files)}}
 
 

@@ -25,17 +25,13 @@ from devices.observation import observe
 from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.reset import ResetError
 from devices.reset import reset_phone as reset_device
-from devices.uitree import page_text, parse_hierarchy
-from flywheel.blobs import read_blob
 from flywheel.collection import recorder
 from flywheel.collection.edits import measure_edit
-from flywheel.events import publish
 from flywheel.judging.destinations import route_trajectory
-from flywheel.models import Destination, Line, Outcome, Query, SftEntry, Trajectory
+from flywheel.models import Destination, Line, Outcome, Query, Trajectory
 from flywheel.policies import PolicyError, default_policy_version, policy_for
 from flywheel.policies.protocol import AGENT_STOPS, ASKING_ACTIONS, DEFAULT_K, TAGS
-from flywheel.rules.consistency import GateStep, check_bidirectional_consistency
-from flywheel.rules.pools import sft_intake_allowed
+from flywheel.pools import sft
 from flywheel.rules.stated_outcome import VERDICTS, OutcomeNotStated, Stated, needs_statement, state_outcome
 from flywheel.rules.stops import Stop, StopKind
 from flywheel.signals import announce_routed
@@ -225,18 +221,6 @@ def execute_step(step, action: dict, cot: dict, by_hand: bool = False, reply: st
     return {"executed": outcome.result.action, "edit": outcome.step.edit, "finished": outcome.ends}
 
 
-def gate_steps(trajectory) -> list[GateStep]:
-    gate = []
-    for step in recorder.executed_steps(trajectory):
-        screen = page_text(parse_hierarchy(read_blob(step.hierarchy.name).decode("utf-8"))) if step.hierarchy else ""
-        edit = step.edit or {}
-        # Coordinates in a [Decision] are the proposal's units unless the decision was rewritten.
-        units = "pixel" if edit.get("decision_regenerated") else (step.proposed_action or {}).get("coords", "pixel")
-        gate.append(GateStep(index=step.index, cot=step.cot or {}, action=step.executed_action, screen_text=screen,
-                             decision_coords=units, screen=tuple(step.timings.get("screen") or ()) or None))
-    return gate
-
-
 def stated_outcome_of(trajectory) -> str:
     """What the person stated; for a session ended before outcomes were stated, what its last
     action says, a non-success ending counting as a failure (never filed as a success)."""
@@ -263,7 +247,9 @@ def route_verified(trajectory) -> list:
             trajectory.save(update_fields=["consistency_issues"])
             route_trajectory(trajectory, Outcome.FALSE, _stated_words(trajectory))
         return []
-    issues = check_bidirectional_consistency(gate_steps(trajectory))
+    # The person is this line's regenerator: the gate's findings go back to them, nothing rewritten.
+    gate = sft.run_gate(trajectory)
+    issues = gate.issues
     trajectory.consistency_issues = [{"step": issue.step_index, "rule": issue.rule, "message": issue.message}
                                      for issue in issues]
     outcome = VERDICTS[Stated(stated)]
@@ -275,9 +261,7 @@ def route_verified(trajectory) -> list:
     with transaction.atomic():
         trajectory.verdict, trajectory.destination = outcome, Destination.SFT
         trajectory.save(update_fields=["consistency_issues", "verdict", "destination"])
-        if sft_intake_allowed(intake):  # the pool's one intake gate (rules/pools.py)
-            SftEntry.objects.get_or_create(trajectory=trajectory, intake=intake)
-            publish("pools", pool="sft")
+        sft.admit(trajectory, intake, gate)  # the pool's one door (flywheel/pools/sft.py)
         trajectory_id, words = trajectory.pk, _stated_words(trajectory)
         transaction.on_commit(lambda: announce_routed(trajectory_id, outcome, words))
     return []

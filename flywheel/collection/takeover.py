@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 
+from django.db import transaction
+
 from devices.actions import RESOLVED_FIELDS, ActionError, normalize_action
 from flywheel.collection import recorder
-from flywheel.models import Line, Step
+from flywheel.models import Line, Step, Trajectory
 from flywheel.policies import PolicyError
 from flywheel.policies.protocol import AGENT_STOPS
 from flywheel.policies.teacher import context_from_state, same_choice, teacher_for
@@ -89,7 +91,7 @@ class Takeover:
         step.takeover = True
         step.score = step_score(proposal.confidence, True, proposal.confidence,
                                 **self._flags(_pixels(proposal.action, screen), observation))
-        step.save(update_fields=["takeover", "score"])
+        mark_takeover(step)
         self.acted += 1
         self.left -= 1
         if not self.left:
@@ -123,6 +125,15 @@ class Takeover:
     def _end(self):
         self.left, self.acted, self.scores = 0, 0, []
         return None
+
+
+def mark_takeover(step: Step) -> None:
+    """The step the Teacher acted on and its trajectory's mark, in one transaction: a trajectory the
+    Teacher took over is never counted as the policy's own success (Trajectory.teacher_assisted)."""
+    with transaction.atomic():
+        step.save(update_fields=["takeover", "score"])
+        Trajectory.objects.filter(pk=step.trajectory_id).update(teacher_assisted=True)
+    step.trajectory.teacher_assisted = True
 
 
 def takeover_for(trajectory, config) -> Takeover | None:

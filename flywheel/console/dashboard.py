@@ -25,13 +25,24 @@ def trajectories_by_line_and_verdict():
     counts = {}
     for row in Trajectory.objects.order_by().values("line", "verdict").annotate(n=Count("*")):
         counts.setdefault(row["line"], {})[row["verdict"]] = row["n"]
+    assisted = teacher_assisted_successes()
     rows = []
     for line, label in Line.choices:
         if line in counts and line != Line.BENCHMARK:
-            by_verdict = [counts[line].get(verdict, 0) for verdict in Outcome.values]
-            rows.append({"line": label, "counts": by_verdict, "total": sum(by_verdict),
-                         "verdicts_by": VERDICTS_BY.get(line, "")})
+            # The True column is the policy's own successes; the Teacher's are counted apart.
+            by_verdict = [counts[line].get(verdict, 0) - (assisted.get(line, 0) if verdict == Outcome.TRUE else 0)
+                          for verdict in Outcome.values]
+            total = sum(by_verdict) + assisted.get(line, 0)
+            rows.append({"line": label, "counts": by_verdict, "teacher_assisted": assisted.get(line, 0),
+                         "total": total, "verdicts_by": VERDICTS_BY.get(line, "")})
     return rows, sum(counts.get(Line.BENCHMARK, {}).values())
+
+
+def teacher_assisted_successes() -> dict[str, int]:
+    """{line: True trajectories the Teacher took over in}: never the policy's own successes (a
+    partial index holds the few Teacher-assisted trajectories)."""
+    return dict(Trajectory.objects.filter(teacher_assisted=True, verdict=Outcome.TRUE).order_by()
+                .values_list("line").annotate(n=Count("*")))
 
 
 def _summarise(rows):

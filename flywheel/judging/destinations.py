@@ -1,6 +1,6 @@
 """Where a judged trajectory goes: exactly one recorded destination per trajectory (§2.4.2).
 
-True → SFT pool; False → ECDM queue; Env_ERROR → environment self-healing, re-collection of the
+True → SFT pool (through its intake's consistency gate, flywheel/pools/sft.py); False → ECDM queue; Env_ERROR → environment self-healing, re-collection of the
 query, and the ECDM; Undetermined → the adjudication queue. An RL rollout's group is metabolised
 again whenever one of its verdicts arrives (a re-collection judged, a person's decision).
 
@@ -16,7 +16,8 @@ from django.utils import timezone
 from devices import health
 from devices.models import Device
 from flywheel.events import publish
-from flywheel.models import Destination, Line, Outcome, SftEntry, Trajectory
+from flywheel.models import Destination, Line, Outcome, Trajectory
+from flywheel.pools import sft
 from flywheel.pools.rl import metabolize_group
 from flywheel.rules.environment import ENV_ERRORS_BEFORE_QUARANTINE, quarantine_after_env_errors
 from flywheel.rules.htsc import route_outcome
@@ -27,8 +28,11 @@ from flywheel.signals import announce_routed
 def route_trajectory(trajectory: Trajectory, outcome: str, reason: str = "",
                      intake: str = "htsc_true") -> str:
     destination = route_outcome(outcome)
-    if destination == Destination.SFT and not sft_intake_allowed(intake):
-        raise ValueError(f"{intake!r} may not enter the SFT pool")
+    gate = None
+    if destination == Destination.SFT:
+        if not sft_intake_allowed(intake):
+            raise ValueError(f"{intake!r} may not enter the SFT pool")
+        gate = sft.run_gate(trajectory, sft.reasoning_regenerator())  # reads dumps: before the transaction
     with transaction.atomic():
         Trajectory.objects.filter(pk=trajectory.pk).update(
             verdict=outcome, destination=destination,
@@ -36,8 +40,7 @@ def route_trajectory(trajectory: Trajectory, outcome: str, reason: str = "",
         trajectory.verdict, trajectory.destination = outcome, destination
         trajectory_id = trajectory.pk
         if destination == Destination.SFT:
-            SftEntry.objects.get_or_create(trajectory=trajectory, intake=intake)
-            publish("pools", pool="sft")
+            sft.admit(trajectory, intake, gate)  # the consistency gate, every line's one door
         elif destination == Destination.ENV_HEALING:
             transaction.on_commit(lambda: heal_environment(trajectory_id, reason))
         publish("routing", trajectory=trajectory.pk, outcome=outcome, destination=destination)

@@ -8,7 +8,15 @@ from flywheel.models.queries import Query, QueryApp, QueryFunction, QueryLocked,
 from flywheel.models.repair import CalibrationRound, EvolutionLoop, FailureClass, LoopRound, RuleFlag
 from flywheel.models.runs import CollectionRun, ModelVersion
 from flywheel.models.summaries import LedgerSnapshot, Tally, TallyMark
-from flywheel.models.trajectories import Destination, Line, Outcome, Step, Trajectory
+from flywheel.models.trajectories import (
+    NOT_TRAINING_LABELS,
+    Destination,
+    LabelGate,
+    Line,
+    Outcome,
+    Step,
+    Trajectory,
+)
 
 __all__ = [
     "App", "DevicePrior", "Edge", "ExplorationRun", "GenerationRun", "RunStatus", "FunctionNode", "GemPage", "Query", "QueryApp", "QueryLocked", "QueryFunction", "CollectionRun", "ModelVersion",
@@ -16,5 +24,5 @@ __all__ = [
     "CptEntry", "RlQueryEntry", "RlRollout", "SftEntry",
     "CalibrationRound", "JudgeCase", "JudgeEvaluation", "EvolutionLoop", "FailureClass", "LoopRound", "RuleFlag", "LedgerSnapshot", "Tally", "TallyMark",
     # the choices that several tables share
-    "Destination", "Line", "Outcome", "Risk", "ScreenKind", "Source", "Tier", "VoteValue",
+    "Destination", "LabelGate", "Line", "NOT_TRAINING_LABELS", "Outcome", "Risk", "ScreenKind", "Source", "Tier", "VoteValue",
 ]

@@ -54,6 +54,20 @@ class Destination(models.TextChoices):
     BENCHMARK = "benchmark", "Benchmark evaluation"
 
 
+class LabelGate(models.TextChoices):
+    """What SFT intake's bi-directional consistency gate (§2.3.6, flywheel/pools/sft.py) made of an
+    executed step. A step that is not a training label stays in its trajectory (its history, its
+    frames) but gives no SFT sample."""
+    UNCHECKED = "", "Not checked"
+    PASSED = "passed", "Passed"
+    REGENERATED = "regenerated", "Passed after its [Decision] was regenerated"
+    INCONSISTENT = "inconsistent", "Not a training label: inconsistent after regeneration"
+    NO_REGENERATOR = "no_regenerator", "Not a training label: no model is configured to regenerate its reasoning"
+
+
+NOT_TRAINING_LABELS = (LabelGate.INCONSISTENT, LabelGate.NO_REGENERATOR)
+
+
 class Trajectory(models.Model):
     class Status(models.TextChoices):
         RUNNING = "running", "Running"
@@ -88,6 +102,8 @@ class Trajectory(models.Model):
     memory = models.JSONField(default=list, blank=True, help_text="take_notes items")
     consistency_issues = models.JSONField(
         default=list, blank=True, help_text="open findings of the bi-directional consistency gate (§2.3.6)")
+    teacher_assisted = models.BooleanField(
+        default=False, help_text="the Teacher took over at one or more steps: never the policy's own success")
     recollection_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="recollections",
         help_text="the Env_ERROR trajectory whose query this one collects again (§2.4.2)")
@@ -110,7 +126,10 @@ class Trajectory(models.Model):
         indexes = [models.Index(fields=["line", "verdict"], name="trajectory_line_verdict"),
                    models.Index(fields=["query", "verdict"], name="trajectory_query_verdict"),
                    models.Index(fields=["run", "destination"], name="trajectory_run_destination"),
-                   models.Index(fields=["line", "finished_at"], name="trajectory_line_finished")]
+                   models.Index(fields=["line", "finished_at"], name="trajectory_line_finished"),
+                   # The few Teacher-assisted ones, counted apart from the policy's own successes.
+                   models.Index(fields=["line", "verdict"], name="trajectory_teacher_assisted",
+                                condition=models.Q(teacher_assisted=True))]
 
     def __str__(self):
         return f"trajectory #{self.pk} ({self.query_id})"
@@ -159,6 +178,10 @@ class Step(models.Model):
                               help_text="step score that Teacher takeover watches (Xiaomi-GUI-0 §3.4)")
     takeover = models.BooleanField(default=False,
                                    help_text="the Teacher acted at this step: a recovery demonstration")
+    label_gate = models.CharField(max_length=15, choices=LabelGate, blank=True, default="",
+                                  help_text="the consistency gate's verdict at SFT intake (§2.3.6)")
+    label_issues = models.JSONField(default=list, blank=True,
+                                    help_text="the gate's rules this step still fails (consistency.py's rule names)")
     timings = models.JSONField(default=dict, blank=True)
     executing_since = models.DateTimeField(
         null=True, blank=True, help_text="claimed for execution (one request runs a step's action, once)")
@@ -168,6 +191,9 @@ class Step(models.Model):
         ordering = ["trajectory", "index"]
         # A redelivered task rewrites the same (trajectory, index): step writes are idempotent.
         constraints = [models.UniqueConstraint(fields=["trajectory", "index"], name="unique_step_index")]
+        # The pool page counts the steps that are no training labels: a few among a million.
+        indexes = [models.Index(fields=["label_gate"], name="step_not_training_label",
+                                condition=models.Q(label_gate__in=NOT_TRAINING_LABELS))]
 
     def __str__(self):
         return f"step {self.index} of trajectory #{self.trajectory_id}"

@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404, render
 from accounts.roles import MANAGER, role_required
 from flywheel import tallies
 from flywheel.models import CollectionRun, RlQueryEntry, RlRollout, Trajectory
-from flywheel.models.trajectories import Destination
+from flywheel.models.trajectories import Destination, LabelGate
 from flywheel.pools.ledger import (
     FAILED,
     NOT_ECDM_FAILURES,
@@ -19,6 +19,7 @@ from flywheel.pools.ledger import (
     with_failure_path,
 )
 from flywheel.pools.ledger_snapshot import ledger_overview
+from flywheel.pools.sft import not_label_counts
 
 DESTINATION_LABELS = [(value or "pending", label) for value, label in Destination.choices]
 RUNS_PER_PAGE = 50
@@ -68,8 +69,8 @@ def _with_paths(trajectory_ids):
     per row), not for the whole run; and only the columns the table shows, not the query's specs."""
     return list(with_failure_path(Trajectory.objects.filter(pk__in=trajectory_ids))
                 .select_related("query", "device").order_by("pk")
-                .only("status", "stop_reason", "verdict", "destination", "line", "query__text", "device__serial",
-                      "device__adb_server"))
+                .only("status", "stop_reason", "verdict", "teacher_assisted", "destination", "line", "query__text",
+                      "device__serial", "device__adb_server"))
 
 
 @role_required(MANAGER)
@@ -116,6 +117,7 @@ def pools(request):
         "sft_total": sum(sft_by_intake.values()),
         "sft_by_intake": [{"intake": intake, "n": n} for intake, n in sorted(sft_by_intake.items())],
         "sft_by_line": [{"trajectory__line": line, "n": n} for line, n in sft_by_line.most_common()],
+        "sft_not_labels": [(LabelGate(gate).label, n) for gate, n in sorted(not_label_counts().items())],
         "rl_by_state": RlQueryEntry.objects.values("state").annotate(n=Count("id")).order_by("state"),
         "rl_by_channel": RlQueryEntry.objects.values("channel").annotate(
             n=Count("id"), live=Count("id", filter=Q(state__in=["banked", "active"]))).order_by("channel"),

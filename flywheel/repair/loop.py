@@ -59,6 +59,7 @@ Stage = LoopRound.Stage
 Status = EvolutionLoop.Status
 LIVE = (Status.QUEUED, Status.RUNNING)
 FAILED = (Outcome.FALSE, Outcome.ENV_ERROR)
+TEACHER_ASSISTED = "teacher_assisted"   # round_stats' key for True rollouts the Teacher took over in
 NO_TRAINER = ("stopped before training: no trainer is set up on this console, so no new model was made "
               "(an administrator sets EVOLUTION_TRAINER)")
 OWN_TRAINING = "stopped before training: this loop was started to have its models trained outside it (train = 0)"
@@ -144,6 +145,11 @@ def round_stats(loop_round: LoopRound) -> dict:
     run_id = loop_round.rollout_run_id
     rollouts = Trajectory.objects.filter(run_id=run_id).exclude(line=Line.ECDM) if run_id else Trajectory.objects.none()
     verdicts = dict(rollouts.order_by().values_list("verdict").annotate(n=Count("pk")))
+    # True is the policy's own successes; the ones the Teacher took over in are counted apart.
+    assisted = rollouts.filter(verdict=Outcome.TRUE, teacher_assisted=True).count()
+    if assisted:
+        verdicts[Outcome.TRUE] -= assisted
+        verdicts[TEACHER_ASSISTED] = assisted
     failed_trajectories = rollouts.filter(verdict__in=FAILED)
     failed = sum(verdicts.get(v, 0) for v in FAILED)
     salvaged = salvaged_by_path(failed_trajectories)

@@ -73,7 +73,7 @@ def make_sample(original: Trajectory, repair: Repair, keep_until: int, final_ste
             query=query or original.query, line=Line.ECDM, model_version=original.model_version,
             derived_from=original, status=Trajectory.Status.COMPLETED, memory=[n for n in notes if n],
             stop_kind=StopKind.REPAIRED_SAMPLE, stop_reason=f"ECDM {repair.get_path_display().lower()} of #{original.pk}"[:200],
-            finished_at=now)
+            teacher_assisted=any(s.takeover for s in prefix), finished_at=now)
         copies = [Step(trajectory=sample, index=s.index, screenshot=s.screenshot.name, hierarchy=s.hierarchy.name,
                        timings={"screen": s.timings.get("screen")} if s.timings.get("screen") else {},
                        **{name: getattr(s, name) for name in COPIED_FIELDS}) for s in prefix]

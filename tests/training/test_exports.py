@@ -125,7 +125,8 @@ def test_an_sft_snapshot_follows_the_protocol_and_loads_with_datasets():
         # the compact policy's inputs too: the step's UI dump (none stored here), the screen, the query's apps
         assert row["meta"] == {"trajectory": trajectory.pk, "step": step.index, "source": "htsc_true",
                                     "pool_row": entry.pk, "query": trajectory.query_id, "apps": [],
-                                    "hierarchy": "", "screen": [width, height]}
+                                    "app_labels": {}, "hierarchy": "", "screen": [width, height],
+                                    "step_source": "policy"}
     last = rows[2]
     # the masked step's text stays in the history of the step after it; the last K=2 frames, oldest first
     history = [HistoryEntry(cot=s.cot, action=s.executed_action) for s in steps[:3]]
@@ -181,9 +182,12 @@ def test_an_ecdm_repaired_entry_exports_the_repaired_sample():
     snapshot = create_snapshot("sft", {"sources": {"*": 0, "ecdm_repaired": 1}})
     rows = load_chat(snapshot)
     assert {row["meta"]["trajectory"] for row in rows} == {sample.pk}
-    assert [row["meta"]["source"] for row in rows] == ["ecdm_repaired"] * 2
-    frame = (Path(snapshot.directory) / rows[1]["images"][-1]).read_bytes()
-    assert json.dumps(target_action(fixed, frame)) in rows[1]["messages"][2]["content"]
+    # the kept step's [Decision] ("step 0") does not describe its action: SFT intake's consistency
+    # gate kept it in the sample but not as a label (issue #35), so the correction alone is exported
+    assert sample.steps.get(index=0).label_gate == "no_regenerator"
+    assert [(row["meta"]["source"], row["meta"]["step"]) for row in rows] == [("ecdm_repaired", 1)]
+    frame = (Path(snapshot.directory) / rows[0]["images"][-1]).read_bytes()
+    assert json.dumps(target_action(fixed, frame)) in rows[0]["messages"][2]["content"]
 
 
 def test_the_mixture_ratios_decide_how_many_rows_of_each_source_export():

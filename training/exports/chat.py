@@ -23,10 +23,14 @@ from PIL import Image, UnidentifiedImageError
 
 from devices.actions import FIELDS
 from flywheel.blobs import read_blob
+from flywheel.models import NOT_TRAINING_LABELS
 from flywheel.policies.protocol import DEFAULT_COORDS, POINT_FIELDS, HistoryEntry, build_messages, format_output
 from training.exports import sha256_hex
 
 IMAGE_PLACEHOLDER = "<image>"
+# Who chose a step's action (meta "step_source"): the Teacher during a takeover (a recovery
+# demonstration) or the policy; a trainer keeps the two apart.
+TEACHER, POLICY = "teacher", "policy"
 
 
 class SkippedSample(Exception):
@@ -160,9 +164,18 @@ def build_sample(goal: str, earlier: list, step, k: int, frames: FrameCache, met
         ],
         "images": [path for path, _ in shown],
         "meta": {"trajectory": step.trajectory_id, "step": step.index, **meta,
-                 "hierarchy": hierarchy_path, "screen": [width, height]},
+                 "hierarchy": hierarchy_path, "screen": [width, height], "step_source": step_source(step)},
     }
     return ChatSample(record=record, images=dict(shown), files={hierarchy_path: hierarchy} if hierarchy_path else {})
+
+
+def step_source(step) -> str:
+    return TEACHER if step.takeover else POLICY
+
+
+def is_training_label(step) -> bool:
+    """Neither masked (repetition-to-reflection) nor failed by SFT intake's consistency gate."""
+    return not step.label_masked and step.label_gate not in NOT_TRAINING_LABELS
 
 
 def executed_steps(trajectory) -> list:
@@ -172,12 +185,13 @@ def executed_steps(trajectory) -> list:
 def trajectory_samples(trajectory, k: int, frames: FrameCache, meta: dict):
     """SFT: (step, ChatSample or SkippedSample) for each executed step that carries a loss.
 
-    A step with label_masked (repetition-to-reflection) gives no sample, but its text stays in the
-    history of the steps after it, as it was when they ran.
+    A step with label_masked (repetition-to-reflection), or one SFT intake's consistency gate found
+    no training label (§2.3.6), gives no sample, but its text stays in the history of the steps
+    after it, as it was when they ran.
     """
     steps = executed_steps(trajectory)
     for position, step in enumerate(steps):
-        if step.label_masked:
+        if not is_training_label(step):
             continue
         try:
             yield step, build_sample(trajectory.query.text, steps[:position], step, k, frames, meta)
@@ -194,3 +208,9 @@ def step_sample(step, k: int, frames: FrameCache, meta: dict) -> ChatSample:
 
 def masked_step_count(trajectory) -> int:
     return trajectory.steps.filter(executed_action__isnull=False, label_masked=True).count()
+
+
+def not_label_step_count(trajectory) -> int:
+    """Steps the consistency gate kept out of the labels (a masked one is counted as masked)."""
+    return trajectory.steps.filter(executed_action__isnull=False, label_masked=False,
+                                   label_gate__in=NOT_TRAINING_LABELS).count()
