@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from accounts.roles import ANNOTATOR, MANAGER, has_role
 from flywheel.models import Query
+from flywheel.pools.rl import offer_generated
 from flywheel.queries.vocabulary import vocabulary_errors
 
 DEFAULT_REJECT_REASON = "rejected in review"
@@ -96,7 +97,9 @@ def _apply(versions: dict[int, str], allowed, change) -> ReviewOutcome:
 
 
 def approve(versions: dict[int, str], user) -> ReviewOutcome:
-    """Approved queries become "ready" (what collection draws); their verification is confirmed."""
+    """Approved queries become "ready" (what collection draws); their verification is confirmed.
+    Under Phase 1 the RL-pool candidates among them go to the pool's uniform gate (§2.4.3): they
+    wait for the current policy's measurement, never enter unmeasured."""
     now = timezone.now()
 
     def change(query):
@@ -104,7 +107,10 @@ def approve(versions: dict[int, str], user) -> ReviewOutcome:
         query.verification = {k: v for k, v in (query.verification or {}).items() if k != "draft"}
         query.reviewed_by, query.reviewed_at = user, now
 
-    return _apply(versions, APPROVABLE, change)
+    with transaction.atomic():
+        outcome = _apply(versions, APPROVABLE, change)
+        offer_generated(outcome.changed)
+    return outcome
 
 
 def reject(versions: dict[int, str], user, reason: str = "") -> ReviewOutcome:

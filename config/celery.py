@@ -37,6 +37,8 @@ app.conf.beat_schedule = {
     "pages-snapshot-ledger": {"task": "flywheel.tasks.snapshot_ledger", "schedule": 60.0},
     "repair-derive-recurring": {"task": "flywheel.tasks.repair_derive_recurring", "schedule": 300.0},
     "evolution-advance-loops": {"task": "flywheel.tasks.advance_loops", "schedule": 30.0},
+    # RL-pool queries awaiting measurement (Phase 1 intake) get their run, also after Phase 0 ends.
+    "pools-measure-rl-intake": {"task": "flywheel.tasks.measure_rl_intake", "schedule": 60.0},
     "benchmark-sweep": {"task": "benchmark.tasks.sweep", "schedule": 30.0},
     "flywheel-demo-advance": {"task": "flywheel_demo.tasks.advance_demos", "schedule": 10.0},
     "training-resume-stalled": {"task": "training.tasks.resume_stalled_runs", "schedule": 60.0},

@@ -18,6 +18,7 @@ from flywheel.collection.launch import cancel_run, launch_run, select_queries, s
 from flywheel.collection.run_config import clean_launch
 from flywheel.model_endpoints import ENDPOINT_FIELDS, EndpointChangeRefused, change_endpoint, may_change_endpoint
 from flywheel.policies import unservable_reason
+from flywheel.pools.badcase import FORMAT_HELP, BadCasesInvalid, import_cases, parse_cases
 from flywheel.queries.jsonl import ImportProblem, QueryImportError, export_queries, import_queries
 from flywheel.queries.uploads import ImportTooLarge, check_declared_size, check_text, read_stream, read_upload
 from flywheel.queries.vocabulary import vocabulary_errors
@@ -202,7 +203,40 @@ RepairViewSet = role_viewset(m.Repair, read_roles=(ANNOTATOR, MANAGER),
                              filter_fields=("trajectory", "path", "status"), visible=access.repairs_visible_to)
 CptEntryViewSet = role_viewset(m.CptEntry, read_roles=STAFF)
 SftEntryViewSet = role_viewset(m.SftEntry, read_roles=STAFF, filter_fields=("intake",))
-RlQueryEntryViewSet = role_viewset(m.RlQueryEntry, read_roles=STAFF, filter_fields=("state",))
+_RlQueryEntryBase = role_viewset(m.RlQueryEntry, read_roles=STAFF, filter_fields=("state", "channel"))
+
+
+class BadCasesSerializer(serializers.Serializer):
+    cases = serializers.ListField(child=serializers.DictField(), help_text=FORMAT_HELP)
+
+
+class RlQueryEntryViewSet(_RlQueryEntryBase):
+    write_roles = (MANAGER,)  # only the BadCase intake below writes; the entries stay read-only
+
+    @extend_schema(request=BadCasesSerializer,
+                   responses={200: OpenApiResponse(description="created, existing, measuring; per case its key"),
+                              400: OpenApiResponse(description="every problem, by case; nothing written"),
+                              413: OpenApiResponse(description="over QUERY_IMPORT_MAX_BYTES")})
+    @action(detail=False, methods=["post"], url_path="badcases")
+    def badcases(self, request):
+        """Failed real-user cases ({"cases": [{goal, apps, notes}]}, or a JSONL/CSV `file`) become
+        queries of the BadCase channel, each sent through the RL pool's Phase-1 gate."""
+        try:
+            upload = request.FILES.get("file")
+            if upload is not None:
+                records = parse_cases(read_upload(upload), upload.name)
+            else:
+                check_declared_size(request)
+                body = request.data
+                records = body.get("cases") if isinstance(body, dict) else body
+            result = import_cases(records)
+        except ImportTooLarge as error:
+            return Response({"problems": [str(error)]}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+        except UnicodeDecodeError:
+            return Response({"problems": ["the file is not UTF-8 text"]}, status=status.HTTP_400_BAD_REQUEST)
+        except BadCasesInvalid as error:
+            return Response({"problems": error.problems}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(result)
 RlRolloutViewSet = role_viewset(m.RlRollout, read_roles=STAFF, filter_fields=("entry",))
 
 

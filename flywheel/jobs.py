@@ -21,6 +21,7 @@ REPAIR_DERIVE_RECURRING = "flywheel.tasks.repair_derive_recurring"
 GENERATE_QUERIES = "flywheel.tasks.generate_queries"
 INDEX_FUNCTION_TREE = "flywheel.tasks.index_function_tree"
 EXPLORE_APPS = "flywheel.tasks.explore_apps"
+MEASURE_RL_INTAKE = "flywheel.tasks.measure_rl_intake"
 
 
 def task(name: str):

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from flywheel import jobs, tallies
-from flywheel.collection import driver, launch, recovery
+from flywheel.collection import driver, launch, recovery, rl_measurement
 from flywheel.judging import pipeline
 from flywheel.models import EvolutionLoop, Trajectory
 from flywheel.pools import ledger_snapshot
@@ -102,6 +102,13 @@ def repair_sweep():
 def repair_derive_recurring():
     """Counterfactual derivation for every recurring failure class not derived yet."""
     return counterfactual.derive_recurring()
+
+
+@shared_task(name=jobs.MEASURE_RL_INTAKE)
+def measure_rl_intake():
+    """Phase 1 intake: roll the current policy out on the RL-pool queries awaiting measurement."""
+    run = rl_measurement.measure_awaiting()
+    return {"run": run.pk if run is not None else None}
 
 
 @shared_task(name="flywheel.tasks.advance_loops")

@@ -37,7 +37,7 @@ PAGES = {
     "/dashboard/counts/": ("manager", 19),  # + the Teacher-assisted successes, counted apart (#35)
     "/ledger/": ("manager", 11),  # + the benchmark rollouts left out of the failures (one count, #31)
     "/ledger/runs/{run}/": ("manager", 10),
-    "/pools/": ("manager", 15),  # + the steps that are no training labels (#35)
+    "/pools/": ("manager", 16),  # + the RL queries awaiting measurement, the steps no training labels (#35)
     "/queue/": ("annotator", 10),
     "/adjudication/": ("adjudicator", 7),
     "/repairs/": ("annotator", 6),

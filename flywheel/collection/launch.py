@@ -52,6 +52,8 @@ def select_queries(query_filter: dict, held_out: bool = False):
         queries = queries.filter(source=query_filter["source"])
     if query_filter.get("pool") == "rl":
         queries = queries.filter(rl_entry__state__in=["banked", "active"])
+    elif query_filter.get("pool") == "measuring":  # new queries the current policy is measured on (Phase 1)
+        queries = queries.filter(rl_entry__state="measuring")
     ids = set(queries.values_list("pk", flat=True))
     tags = query_filter.get("tags") or []
     if tags:  # JSON list membership, portable across SQLite and PostgreSQL

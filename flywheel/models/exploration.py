@@ -53,7 +53,10 @@ class GenerationRun(models.Model):
                               help_text="apps, tiers, personas, capabilities, per_leaf, cross_app, seed")
     model_version = models.ForeignKey("flywheel.ModelVersion", null=True, blank=True,
                                       on_delete=models.PROTECT,
-                                      help_text="an endpoint model generates and judges; none: offline")
+                                      help_text="the endpoint model that writes the drafts; none: offline")
+    # Gate 1's judge (§2.2.6 "an independent LLM judge"): never the writer's endpoint; none: the rules judge.
+    judge_version = models.ForeignKey("flywheel.ModelVersion", null=True, blank=True, on_delete=models.PROTECT,
+                                      related_name="+", help_text="the endpoint model that judges gate 1")
     status = models.CharField(max_length=10, choices=RunStatus, default="queued", db_index=True)
     total = models.PositiveIntegerField(default=0)
     generated = models.PositiveIntegerField(default=0)

@@ -53,16 +53,31 @@ class SftEntry(models.Model):
 class RlQueryEntry(models.Model):
     class State(models.TextChoices):
         BANKED = "banked", "Banked (Phase 0)"
+        # Phase 1 (§2.4.3): a new query waits here until G rollouts of the current policy are
+        # judged; the uniform gate then makes it active or refused. It is never rolled out for training.
+        MEASURING = "measuring", "Awaiting measurement (Phase 1)"
         ACTIVE = "active", "Active"
         RETIRED = "retired", "Retired"
         LEFT = "left", "Left the pool"
+        REFUSED = "refused", "Refused by the Phase-1 gate"
+
+    class Channel(models.TextChoices):
+        """How a query came to the pool (§2.4.3's intake channels)."""
+        PHASE0 = "phase0", "Cold-start screening (Phase 0)"
+        ROUTING = "routing", "Data-pipeline routing"
+        GENERATED = "generated", "Generated and approved"
+        DERIVED = "derived", "Counterfactual derivation"
+        BUSINESS = "business", "Business supplement"
+        BADCASE = "badcase", "BadCase (failed real-user case)"
 
     query = models.OneToOneField("flywheel.Query", on_delete=models.PROTECT, related_name="rl_entry")
-    state = models.CharField(max_length=8, choices=State, default="banked", db_index=True)
-    channel = models.CharField(max_length=30, default="phase0",
-                               help_text="cold-start screening, routing, business, badcase, derived")
+    state = models.CharField(max_length=10, choices=State, default="banked", db_index=True)
+    channel = models.CharField(max_length=30, choices=Channel, default=Channel.PHASE0)
     phase0_features = models.JSONField(default=dict, blank=True)
     success_rate = models.FloatField(null=True, blank=True)
+    measurement_run = models.ForeignKey("flywheel.CollectionRun", null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="+", help_text="the RL run measuring the current policy on it")
+    note = models.CharField(max_length=300, blank=True, help_text="why it waits, was admitted or was refused")
     updated_at = models.DateTimeField(auto_now=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -20,6 +20,8 @@ class Source(models.TextChoices):
     EXTERNAL = "external", "External"
     DERIVED = "derived", "Derived"
     RQA = "rqa", "RQA rewrite"
+    BADCASE = "badcase", "BadCase (failed real-user case)"
+    BUSINESS = "business", "Business supplement"
 
 
 class QueryLocked(Exception):

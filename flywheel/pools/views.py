@@ -9,6 +9,7 @@ from accounts.roles import MANAGER, role_required
 from flywheel import tallies
 from flywheel.models import CollectionRun, RlQueryEntry, RlRollout, Trajectory
 from flywheel.models.trajectories import Destination, LabelGate
+from flywheel.pools.badcase import FORMAT_HELP
 from flywheel.pools.ledger import (
     FAILED,
     NOT_ECDM_FAILURES,
@@ -100,6 +101,11 @@ def ledger_run(request, run_id=None):
 def pools(request):
     """The three pools: sizes, composition and what entered per day. The CPT and SFT figures come
     from their tallies (flywheel/tallies.py): exact, without counting a million rows per request."""
+    return render(request, "flywheel/pools.html", pools_context())
+
+
+def pools_context(**extra) -> dict:
+    """What the pools page shows (the BadCase upload re-shows it with its problems)."""
     cpt_by_app = sorted(((key, n) for key, n, _, _ in tallies.read(tallies.CPT, by=("key",))),
                         key=lambda row: (-row[1], row[0]))
     sft_by_intake, sft_by_line = Counter(), Counter()
@@ -111,7 +117,7 @@ def pools(request):
     for source in (tallies.CPT, tallies.SFT):
         for day, n, _, _ in tallies.read(source, by=("day",)):
             history.setdefault(day, {"cpt": 0, "sft": 0})[source.name] = n
-    return render(request, "flywheel/pools.html", {
+    return {
         "cpt_total": sum(n for _, n in cpt_by_app),
         "cpt_by_app": [{"step__foreground_package": key, "n": n} for key, n in cpt_by_app[:15]],
         "sft_total": sum(sft_by_intake.values()),
@@ -123,4 +129,7 @@ def pools(request):
             n=Count("id"), live=Count("id", filter=Q(state__in=["banked", "active"]))).order_by("channel"),
         "rollouts": RlRollout.objects.select_related("entry__query", "model_version").order_by("-created_at")[:30],
         "history": sorted(history.items(), reverse=True)[:30],
-    })
+        "measuring": RlQueryEntry.objects.filter(state=RlQueryEntry.State.MEASURING).select_related(
+            "query", "measurement_run").order_by("-updated_at")[:20],
+        "badcase_format": FORMAT_HELP, **extra,
+    }

@@ -46,6 +46,36 @@ def _endpoint(model_version):
     return model_version if model_version is not None and getattr(model_version, "kind", "") == ModelVersion.Kind.ENDPOINT else None
 
 
+class JudgeNotIndependent(ValueError):
+    """Gate 1's judge is the model that wrote the drafts (§2.2.6 asks for an independent LLM judge)."""
+
+
+def _endpoint_identity(version) -> tuple[str, str]:
+    """(URL, model name) as a call reaches it: the name sent is served_model_name, else the version's."""
+    url = (getattr(version, "endpoint_url", "") or "").strip().rstrip("/").lower()
+    return url, (getattr(version, "served_model_name", "") or getattr(version, "name", "") or "").strip()
+
+
+def same_endpoint(writer, judge) -> bool:
+    """The same model version, or the same model served at the same URL under another version's name."""
+    if writer is None or judge is None:
+        return False
+    if writer.pk is not None and writer.pk == judge.pk:
+        return True
+    url, name = _endpoint_identity(writer)
+    return bool(url) and (url, name) == _endpoint_identity(judge)
+
+
+def check_independent_judge(writer, judge) -> None:
+    """JudgeNotIndependent, said for a person, when gate 1 would be judged by the drafts' writer."""
+    if same_endpoint(writer, judge):
+        url, name = _endpoint_identity(judge)
+        raise JudgeNotIndependent(
+            f"gate 1's judge must be a different model from the one that writes the drafts (an independent "
+            f"LLM judge, §2.2.6): {judge.name} is the writer's endpoint ({name} at {url or 'no URL'}); "
+            "choose another endpoint to judge, or none to let the rules judge")
+
+
 def _reject(draft: QueryDraft, gate: str, reason: str) -> None:
     draft.rejected_by, draft.rejection_reason = gate, reason
 
@@ -289,18 +319,21 @@ def _gate3_reject(draft, reason, best, own):
     _reject(draft, "gate3", reason)
 
 
-def run_gates(drafts, model_version=None) -> list[QueryDraft]:
+def run_gates(drafts, model_version=None, judge_version=None) -> list[QueryDraft]:
     """Judge, polish and back-tag `drafts` (mutated and returned). Gate 2 and 3 run only on the
-    drafts Gate 1 let through. `model_version`: an endpoint model to judge and rewrite with."""
+    drafts Gate 1 let through. `model_version`: the endpoint model that wrote the drafts, which
+    polishes them (Gate 2); `judge_version`: an independent endpoint model that judges Gate 1
+    (none: the rules judge). The writer never judges its own drafts: JudgeNotIndependent."""
+    check_independent_judge(_endpoint(model_version), _endpoint(judge_version))
     drafts = list(drafts)
-    endpoint = _endpoint(model_version)
+    rewriter, judge = _endpoint(model_version), _endpoint(judge_version)
     gem = _Gem(drafts)
     for draft in drafts:
         draft.gate_results = dict(draft.gate_results or {})
         draft.rejected_by = draft.rejection_reason = ""
-        gate1(draft, gem, endpoint)
+        gate1(draft, gem, judge)
     survivors = [d for d in drafts if d.passed]
     for draft in survivors:
-        gate2(draft, endpoint)
+        gate2(draft, rewriter)
     gate3(survivors)
     return drafts

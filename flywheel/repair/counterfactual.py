@@ -8,9 +8,10 @@ AND several queries, its features are induced (triggering scenarios, target flow
 intuition) and adversarial queries are synthesised against it, grounded in GEM pages or, without
 a GEM, in the failing trajectories' own screens; the Teacher LLM sharpens them when configured.
 Each passes the intake gates (a rejected one is kept, rejected, with its gate and reason); a
-passed one is a ready Query of source "derived" linked to the class, enters the RL query pool
-(channel "derived") with a done counterfactual Repair, and query generation favours the open
-classes' capabilities (generation.capability_cycle).
+passed one is a ready Query of source "derived" linked to the class, with a done counterfactual
+Repair; it is offered to the RL query pool (channel "derived") and enters it only once the current
+policy has been measured on it (pools/rl.await_measurement, the Phase-1 uniform gate), and query
+generation favours the open classes' capabilities (generation.capability_cycle).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from django.utils import timezone
 from flywheel.endpoints.chat import JudgeUnavailable, ask_json
 from flywheel.events import publish
 from flywheel.models import App, Attribution, FailureClass, FunctionNode, ModelVersion, Query, Repair, RlQueryEntry
+from flywheel.pools.rl import await_measurement
 from flywheel.queries.gates import run_gates
 from flywheel.repair.counterfactual_drafts import plan_adversarial
 from flywheel.repair.counterfactual_features import (
@@ -218,7 +220,7 @@ def _link_repairs(failure_class, members, passed: list[Query], reason: str, batc
 
 def derive_for_class(failure_class: FailureClass, count: int | None = None, user=None) -> list[Query]:
     """Induce the class's features and synthesise up to `count` adversarial queries (ECDM_DERIVE_
-    PER_CLASS by default). Returns every query written: ready ones (in the RL pool, each with a
+    PER_CLASS by default). Returns every query written: ready ones (offered to the RL pool, each with a
     done Repair) and rejected ones (with their gate and reason). A class with no failed trajectory
     left, or whose apps offer no material, records why in its features and gets nothing."""
     count = per_class() if count is None else max(0, int(count))
@@ -248,9 +250,8 @@ def derive_for_class(failure_class: FailureClass, count: int | None = None, user
             return []
         queries = [_write_query(locked, draft, f"derived-{locked.pk}-{batch}-{i}") for i, draft in enumerate(drafts)]
         passed = [q for q in queries if q.status == Query.Status.READY]
-        for query in passed:
-            RlQueryEntry.objects.get_or_create(query=query, defaults={"state": RlQueryEntry.State.ACTIVE,
-                                                                      "channel": "derived"})
+        for query in passed:  # measured by the current policy before the gate admits it (§2.4.3)
+            await_measurement(query, RlQueryEntry.Channel.DERIVED)
         rejected = [q.status_reason for q in queries if q.status == Query.Status.REJECTED]
         why = "every adversarial query was rejected by the intake gates: " + "; ".join(rejected[:3])
         _link_repairs(locked, members, passed, why[:500], batch)

@@ -62,3 +62,18 @@ def rl_uniform_intake_gate(rollout_verdicts: list[str]) -> bool:
     (neither all-true nor all-false)."""
     return rl_pool_metabolism(rollout_verdicts) == KEEP and any(
         v in ("true", "false") for v in rollout_verdicts)
+
+
+def rl_intake_refusal(rollout_verdicts: list[str]) -> str:
+    """Why the uniform gate refuses a judged group ("" when it admits): mastered, beyond the
+    boundary, or nothing the policy did could be scored."""
+    if rl_uniform_intake_gate(rollout_verdicts):
+        return ""
+    if rl_pool_metabolism(rollout_verdicts) == WAIT:
+        return "a rollout still awaits its verdict"
+    scored = [v for v in rollout_verdicts if v in ("true", "false")]
+    if not scored:
+        return f"none of its {len(rollout_verdicts)} rollouts could be scored (environment errors)"
+    if all(v == "true" for v in scored):
+        return f"all {len(scored)} rollouts succeeded (already mastered)"
+    return f"all {len(scored)} rollouts failed (beyond the current boundary)"

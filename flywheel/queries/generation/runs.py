@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from flywheel import jobs
 from flywheel.models import App, Edge, FunctionNode, GenerationRun, ModelVersion, Query, QueryApp, QueryFunction
-from flywheel.queries.gates import run_gates
+from flywheel.queries.gates import check_independent_judge, run_gates
 from flywheel.queries.generation.llm import rewrite_with_llm
 from flywheel.queries.generation.planner import normalized_config, plan_drafts
 
@@ -31,17 +31,23 @@ MAX_PROBLEMS = 200
 OPEN = (GenerationRun._meta.get_field("status").default, "running")
 
 
-def _check_version(model_version):
-    if model_version is not None and model_version.kind != ModelVersion.Kind.ENDPOINT:
-        raise ValueError(f"{model_version.name} is not an endpoint model; choose an endpoint or offline")
+def _check_version(model_version, judge_version=None):
+    """ValueError (said for a person) before anything is written: the writer and gate 1's judge
+    are endpoint models, and the judge is not the writer (§2.2.6)."""
+    for version in (model_version, judge_version):
+        if version is not None and version.kind != ModelVersion.Kind.ENDPOINT:
+            raise ValueError(f"{version.name} is not an endpoint model; choose an endpoint or offline")
+    check_independent_judge(model_version, judge_version)
 
 
-def launch_generation(config, user, model_version=None) -> GenerationRun:
-    """Create a queued run and hand it to a worker once the transaction commits."""
+def launch_generation(config, user, model_version=None, judge_version=None) -> GenerationRun:
+    """Create a queued run and hand it to a worker once the transaction commits. `model_version`
+    writes the drafts, `judge_version` (another endpoint, or none: the rules) judges gate 1."""
     config = normalized_config(config)
-    _check_version(model_version)
+    _check_version(model_version, judge_version)
     with transaction.atomic():
-        run = GenerationRun.objects.create(config=config, model_version=model_version, created_by=user)
+        run = GenerationRun.objects.create(config=config, model_version=model_version, judge_version=judge_version,
+                                           created_by=user)
         transaction.on_commit(lambda: dispatch_generation(run.pk))
     return run
 
@@ -52,17 +58,19 @@ def dispatch_generation(run_id: int):
     return result.id
 
 
-def generate_now(config, model_version=None, user=None, drafts=None) -> GenerationRun:
+def generate_now(config, model_version=None, user=None, drafts=None, judge_version=None) -> GenerationRun:
     """Create and execute a run in this process (scripts, tests); returns it finished.
 
     `drafts`: a plan the caller made (and wrote, with its own LLM prompt if any), used as the
     run's drafts instead of plan_drafts(config) and without another LLM pass; they still pass
-    the intake gates (judged by `model_version` when given) and are written like any other."""
+    the intake gates (gate 1 judged by `judge_version` when given, never by the writer
+    `model_version`) and are written like any other."""
     config = normalized_config(config)
-    _check_version(model_version)
+    _check_version(model_version, judge_version)
     if drafts is not None:
         config["supplied_drafts"] = len(drafts)
-    run = GenerationRun.objects.create(config=config, model_version=model_version, created_by=user)
+    run = GenerationRun.objects.create(config=config, model_version=model_version, judge_version=judge_version,
+                                       created_by=user)
     execute_run(run.pk, drafts=drafts)
     run.refresh_from_db()
     return run
@@ -158,7 +166,7 @@ def execute_run(run_id: int, drafts=None) -> dict:
     claimed = GenerationRun.objects.filter(pk=run_id, status__in=OPEN).update(status="running")
     if not claimed:
         return {"run": run_id, "status": _status(run_id), "skipped": True}
-    run = GenerationRun.objects.select_related("model_version").get(pk=run_id)
+    run = GenerationRun.objects.select_related("model_version", "judge_version").get(pk=run_id)
     problems, started = list(run.problems or []), time.monotonic()
     timings = {}
     try:
@@ -179,7 +187,7 @@ def execute_run(run_id: int, drafts=None) -> dict:
                 break  # cancelled: the batches written stay, nothing half-written
             batch = numbered[start:start + BATCH]
             tick = time.monotonic()
-            run_gates([d for _i, d in batch], run.model_version)
+            run_gates([d for _i, d in batch], run.model_version, run.judge_version)
             gate_s += time.monotonic() - tick
             tick = time.monotonic()
             write_batch(run, batch)

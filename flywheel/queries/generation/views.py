@@ -14,28 +14,34 @@ from flywheel.rules.numbers import row_id
 LIVE = ("queued", "running")
 
 
-def _form_config(post) -> tuple[dict, ModelVersion | None]:
-    """The launch form → (config, endpoint model or None); raises ValueError with what is wrong."""
+def _endpoint_choice(post, field: str) -> ModelVersion | None:
+    chosen = post.get(field, "")
+    if not chosen:
+        return None
+    version = (ModelVersion.objects.filter(pk=row_id(chosen), kind=ModelVersion.Kind.ENDPOINT).first()
+               if row_id(chosen) else None)
+    if version is None:
+        raise ValueError(f"no endpoint model version {chosen!r}")
+    return version
+
+
+def _form_config(post) -> tuple[dict, ModelVersion | None, ModelVersion | None]:
+    """The launch form → (config, writer, gate 1's judge): endpoint models or None; raises
+    ValueError with what is wrong (a judge that is the writer's endpoint among it)."""
     config = {"apps": post.getlist("apps"), "tiers": post.getlist("tiers"), "personas": post.getlist("personas"),
               "capabilities": post.getlist("capabilities"), "per_leaf": post.get("per_leaf"),
               "cross_app": post.get("cross_app"), "seed": post.get("seed")}
     if not post.get("any_capability_field"):
         config.pop("capabilities")  # a form without the checkboxes keeps the default
-    version, chosen = None, post.get("model_version", "")
-    if chosen:
-        version = (ModelVersion.objects.filter(pk=row_id(chosen), kind=ModelVersion.Kind.ENDPOINT).first()
-                   if row_id(chosen) else None)
-        if version is None:
-            raise ValueError(f"no endpoint model version {chosen!r}")
-    return config, version
+    return config, _endpoint_choice(post, "model_version"), _endpoint_choice(post, "judge_version")
 
 
 @role_required(MANAGER)
 def generation_list(request):
     if request.method == "POST":
         try:
-            config, version = _form_config(request.POST)
-            run = launch_generation(config, request.user, version)
+            config, version, judge = _form_config(request.POST)
+            run = launch_generation(config, request.user, version, judge)
         except ValueError as error:
             messages.error(request, f"Nothing was launched: {error}")
             return redirect("generation-list")
@@ -51,7 +57,8 @@ def generation_list(request):
 
 @role_required(MANAGER)
 def generation_detail(request, run_id):
-    run = get_object_or_404(GenerationRun.objects.select_related("model_version", "created_by"), pk=run_id)
+    run = get_object_or_404(GenerationRun.objects.select_related("model_version", "judge_version", "created_by"),
+                            pk=run_id)
     live = run.status in LIVE
     rejections = [(gate, sorted(reasons.items(), key=lambda item: -item[1]))
                   for gate, reasons in sorted((run.report or {}).get("rejections", {}).items())]

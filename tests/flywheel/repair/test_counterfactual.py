@@ -125,7 +125,7 @@ def test_a_recurring_class_yields_gem_grounded_adversarial_queries_in_the_rl_poo
         assert query.labels["grounded_in"] == "gem" and query.gem_path, query.labels
         assert query.app_packages == [SHOP]
         entry = RlQueryEntry.objects.get(query=query)
-        assert (entry.state, entry.channel) == ("active", "derived")
+        assert (entry.state, entry.channel) == ("measuring", "derived")  # measured before the gate admits it
         repair = Repair.objects.get(derived_query=query)
         assert (repair.path, repair.status, repair.failure_class_id) == ("counterfactual", "done", failure_class.pk)
     waiting.refresh_from_db()
