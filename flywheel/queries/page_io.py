@@ -146,6 +146,11 @@ def _checked(node) -> bool | None:
     return None
 
 
+def _check_class(node) -> str:
+    """The class of the switch, check box or radio button a row carries ("" when none)."""
+    return next((c.cls.rsplit(".", 1)[-1] for c in (node, *node.children) if c.flag("checkable")), "")
+
+
 def read_page(hierarchy_xml: str, max_elements: int = MAX_ELEMENTS) -> PageReading:
     """Title, texts (title first), actionable elements with selectors, dialog or not."""
     nodes = _parse(hierarchy_xml or "")
@@ -175,7 +180,7 @@ def read_page(hierarchy_xml: str, max_elements: int = MAX_ELEMENTS) -> PageReadi
             "resource_id": node.rid, "bounds": node.bounds, "clickable": node.flag("clickable"),
             "long_clickable": node.flag("long-clickable"), "editable": is_editable(node),
             "checkable": node.flag("checkable") or any(n.flag("checkable") for n in node.children),
-            "checked": _checked(node),
+            "checked": _checked(node), "check_class": _check_class(node),
             "enabled": node.attrs.get("enabled", "true") != "false",
             "hint": (node.attrs.get("hint") or node.text) if is_editable(node) else "",
             "repeated": counts["rid"].get(node.rid, 0) > 1 if node.rid else False,

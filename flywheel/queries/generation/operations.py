@@ -18,7 +18,7 @@ from flywheel.queries.function_tree.labels import element_label, human_label
 
 # Actions that commit what was typed into the page's field (a send, a save, a search...).
 SUBMIT_WORDS = frozenset("""send save post add create search reply comment publish submit done apply update
-go find share rename note""".split())
+go find share rename note translate confirm""".split())
 # Fields by what they take; the first vocabulary whose word the field's hint has is used.
 SEARCH_WORDS = frozenset("search find query look".split())
 SEARCH_TEXTS = ("running shoes", "pizza", "jazz", "coffee beans", "headphones", "Lisbon", "yoga mat",
@@ -85,13 +85,45 @@ def _field(page) -> dict | None:
 
 
 def _state_check(target: dict, want: bool) -> dict | None:
-    """A screen check that the element (or the switch inside its row) is checked as asked."""
+    """A screen check that the element, or the switch among its row's children, is checked as asked.
+    uiautomator writes `checkable` and `checked` side by side; a row's other children (its title) are
+    leaves, skipped whole, so the state read is the row's own switch, never a neighbour's."""
     for key, attribute in (("resource_id", "resource-id"), ("content_desc", "content-desc"), ("text", "text")):
         value = target.get(key)
         if value and XML_SAFE.match(str(value)):
             state = "true" if want else "false"
-            return {"check": "screen",
-                    "matches": f'{attribute}="{re.escape(str(value))}"(?:[^>]*>\\s*<node)?[^>]*checked="{state}"'}
+            return {"check": "screen", "matches": (f'{attribute}="{re.escape(str(value))}"'
+                                                   f'(?:[^>]*>(?:\\s*<node [^>]*/>)*?\\s*<node )?'
+                                                   f'[^>]*checkable="true" checked="{state}"')}
+    return None
+
+
+def _field_name(field: dict) -> str:
+    """What a person calls the field: its hint when that reads as a name, else "the text box"."""
+    name = human_label(field.get("hint")) or element_label(field)
+    return name if name and len(name.split()) <= 4 and re.fullmatch(r"[^\W\d_][\w ]*", name) else "the text box"
+
+
+def _typed(page, submit: dict, label: str, rng) -> Operation | None:
+    field = _field(page)
+    if field is None:
+        return None
+    name = _field_name(field)
+    pool = SEARCH_TEXTS if (_words(name) | _words(label)) & SEARCH_WORDS else FREE_TEXTS
+    text = rng.choice(pool)
+    typed = {"action": "type", "text": text, "target": _target(field)}
+    return Operation("type_submit", label, [typed, {"action": "click", "target": _target(submit)}], field=name,
+                     text=text, check={"check": "screen", "contains": text})
+
+
+def form_operation(page, rng) -> Operation | None:
+    """A page that is a form (a field and a button that commits it: Save, Create, Rename...) asked
+    as filling it in: type a text, tap the button (which may well leave the page)."""
+    for element in page.elements or []:
+        label = element_label(element)
+        if (element.get("clickable") and not element.get("editable") and not element.get("checkable")
+                and _words(label) & SUBMIT_WORDS):
+            return _typed(page, element, label, rng)
     return None
 
 
@@ -105,17 +137,14 @@ def leaf_operation(page, label: str, rng) -> Operation | None:
     tap = {"action": "click", "target": target}
     if element.get("checkable"):
         checked = element.get("checked")
-        turn_on = None if checked is None else not checked
+        radio = "radio" in str(element.get("check_class", "")).lower()
+        turn_on = True if radio else None if checked is None else not checked  # a radio is only ever chosen
         check = _state_check(target, turn_on) if turn_on is not None else None
-        return Operation("toggle", label, [tap], turn_on=turn_on, check=check)
-    field = _field(page)
-    if field is not None and _words(label) & SUBMIT_WORDS:
-        name = human_label(field.get("hint")) or element_label(field) or "the text box"
-        pool = SEARCH_TEXTS if (_words(name) | _words(label)) & SEARCH_WORDS else FREE_TEXTS
-        text = rng.choice(pool)
-        typed = {"action": "type", "text": text, "target": _target(field)}
-        return Operation("type_submit", label, [typed, tap], field=name, text=text,
-                         check={"check": "screen", "contains": text})
+        return Operation("choose" if radio else "toggle", label, [tap], turn_on=turn_on, check=check)
+    if _words(label) & SUBMIT_WORDS:
+        typed = _typed(page, element, label, rng)
+        if typed is not None:
+            return typed
     return Operation("tap", label, [tap])
 
 
@@ -126,6 +155,8 @@ def operation_clause(op: Operation, rng) -> str:
             return rng.choice([f"switch {op.label}", f"flip the {op.label} switch"])
         state = "on" if op.turn_on else "off"
         return rng.choice([f"turn {op.label} {state}", f"switch {op.label} {state}", f"set {op.label} to {state}"])
+    if op.kind == "choose":
+        return rng.choice([f"select {op.label}", f"choose {op.label}", f"pick {op.label}"])
     if op.kind == "type_submit":
         return rng.choice([f'type "{op.text}" into {op.field} and tap {op.label}',
                            f'write "{op.text}" in {op.field}, then hit {op.label}',

@@ -22,7 +22,13 @@ from flywheel.queries.drafts import QueryDraft
 from flywheel.queries.function_tree.builder import leaves as function_leaves
 from flywheel.queries.gem import graph as gem
 from flywheel.queries.generation.grammar import compose, compose_cross, has_material
-from flywheel.queries.generation.operations import Operation, is_action_leaf, leaf_operation
+from flywheel.queries.generation.operations import (
+    Operation,
+    action_element,
+    form_operation,
+    is_action_leaf,
+    leaf_operation,
+)
 from flywheel.queries.verification_drafts import draft_verification
 from flywheel.queries.vocabulary import CAPABILITIES, CROSS_APP_RELATIONS, PERSONAS, SUBCLASS_TIER, TIER_SUBCLASSES
 
@@ -196,11 +202,15 @@ def load_contexts(packages: list[str] | None = None, problems: list | None = Non
             ctx.narration = [("open", app_label)] + [edge_phrase(edges[e]) for e in path]
             path_pages = [edges[e].target for e in path]
         ctx.milestone_titles = [_page_title(p) for p in path_pages if p.kind not in SYSTEM_KINDS] or [ctx.title]
-        if is_action_leaf(leaf):
-            operation = leaf_operation(page, leaf.label, random.Random(f"operation:{leaf.id}"))
-            if operation is not None:  # the query asks for the operation on the page, not for the page
-                ctx.operation, ctx.label = operation, (leaf.parent.label if leaf.parent else "") or ctx.title
-                ctx.steps = ctx.steps + operation.steps if ctx.has_path else ctx.steps
+        # An action leaf is asked as its operation on its page, a form page as filling it in.
+        rng = random.Random(f"operation:{leaf.id}")
+        action = is_action_leaf(leaf) and action_element(page, leaf.label) is not None
+        operation = leaf_operation(page, leaf.label, rng) if action else form_operation(page, rng)
+        if operation is not None:
+            if action:  # the page is where the action is done
+                ctx.label = (leaf.parent.label if leaf.parent else "") or ctx.title
+            ctx.operation = operation
+            ctx.steps = ctx.steps + operation.steps if ctx.has_path else ctx.steps
         # The way there is not content of the target, but the last tap often names it (a product
         # title tapped in a list), so only the earlier taps are kept out of its items.
         tapped = {obj for _verb, obj in ctx.narration[:-1]}
@@ -234,6 +244,9 @@ def known_path(ctx: LeafContext) -> dict | None:
 def verification(ctx: LeafContext) -> dict:
     spec = draft_verification(ctx.package, ctx.activity, ctx.title, ctx.milestone_titles)
     if ctx.operation and ctx.operation.check:  # the operation's outcome, not only the page, is checked
+        if ctx.operation.kind == "type_submit":  # a form's button may leave the page: its app is enough
+            spec["terminal"] = [{"check": "foreground", "package": c["package"]} for c in spec["terminal"]
+                                if c.get("check") == "foreground"]
         spec["terminal"].append(dict(ctx.operation.check))
     return spec
 

@@ -53,8 +53,17 @@ def test_a_switch_leaf_asks_to_turn_it_on_and_checks_it_is_on(world):
         assert draft.known_path["steps"][-1] == {"action": "click", "target": {"resource_id": f"{SHOP}:id/notify"}}
         assert draft.labels["operation"] == "toggle" and draft.labels["leaf"] == "Notifications"
         pattern = next(c["matches"] for c in draft.verification["terminal"] if "matches" in c)
-        on = f'<node text="Notifications" resource-id="{SHOP}:id/notify" checkable="true" checked="true" />'
-        assert re.search(pattern, on) and not re.search(pattern, on.replace('checked="true"', 'checked="false"'))
+        # As uiautomator writes a settings row: the row, its title, then its switch; a neighbour after it.
+        row = (f'<node index="2" text="" resource-id="{SHOP}:id/notify" class="android.widget.LinearLayout" '
+               'checkable="false" checked="false" clickable="true" bounds="[0,600][1080,770]">'
+               '<node index="0" text="Notifications" resource-id="android:id/title" checkable="false" '
+               'checked="false" clickable="false" bounds="[48,650][868,720]" />'
+               '<node index="1" text="ON" resource-id="android:id/switch_widget" class="android.widget.Switch" '
+               'checkable="true" checked="{state}" clickable="false" bounds="[900,650][1032,720]" /></node>'
+               '<node index="3" text="" resource-id="other" checkable="false" checked="false"><node index="0" '
+               'text="Other" checkable="true" checked="{other}" /></node>')
+        assert re.search(pattern, row.format(state="true", other="false"))
+        assert not re.search(pattern, row.format(state="false", other="true"))  # a neighbour's switch is not it
     # The page is where; the page leaf itself (Offline packs) is still a plain destination.
     offline = drafts_for(world.leaves["offline"])
     assert offline and all("operation" not in d.labels for d in offline)
@@ -69,6 +78,33 @@ def test_a_field_and_its_submit_action_become_type_then_tap_with_the_text_kept_v
         assert tapped == {"action": "click", "target": {"resource_id": f"{NOTES}:id/go"}}
         assert f'"{typed["text"]}"' in draft.text, draft.text  # every persona keeps the quoted text as it is
         assert {"check": "screen", "contains": typed["text"]} in draft.verification["terminal"]
+
+
+def test_a_form_page_is_asked_as_filling_it_in_and_checked_by_its_app_and_the_text_shown(world):
+    editor = world.pages["notes_home"]
+    editor.title, editor.elements = "New note", [
+        {"selector": {"resource_id": f"{NOTES}:id/title"}, "text": "", "hint": "Title", "editable": True},
+        {"selector": {"resource_id": f"{NOTES}:id/save"}, "text": "Save", "clickable": True}]
+    editor.save()
+    FunctionNode.objects.filter(pk=world.leaves["search_notes"].pk).delete()
+    drafts = drafts_for(world.leaves["notes"])
+    assert drafts and all(d.labels["operation"] == "type_submit" for d in drafts)
+    for draft in drafts:
+        typed, saved = draft.known_path["steps"][-2:]
+        assert typed["target"] == {"resource_id": f"{NOTES}:id/title"} and f'"{typed["text"]}"' in draft.text
+        assert saved == {"action": "click", "target": {"resource_id": f"{NOTES}:id/save"}}
+        # Save may leave the page: the app in front and the text shown, not the editor's own title.
+        assert draft.verification["terminal"] == [{"check": "foreground", "package": NOTES},
+                                                  {"check": "screen", "contains": typed["text"]}]
+
+
+def test_a_radio_button_is_chosen_never_turned_off():
+    import random
+
+    page = type("Page", (), {"elements": [{"selector": {"resource_id": "net_3g"}, "text": "3G", "clickable": True,
+                                           "checkable": True, "checked": True, "check_class": "RadioButton"}]})()
+    chosen = leaf_operation(page, "3G", random.Random(0))
+    assert chosen.kind == "choose" and chosen.turn_on is True and 'checked="true"' in chosen.check["matches"]
 
 
 def test_an_action_the_page_no_longer_shows_is_asked_as_its_page():
