@@ -60,8 +60,19 @@ def executed_steps(trajectory) -> list[Step]:
     return list(trajectory.steps.filter(executed_action__isnull=False).order_by("index"))
 
 
+def screen_text(step: Step) -> str:
+    """Every text on the screen the step saw; "" when its dump is gone or unreadable (the
+    [Observation] is then not compared with the screen: routing never fails on a lost file)."""
+    if not step.hierarchy:
+        return ""
+    try:
+        return page_text(parse_hierarchy(read_blob(step.hierarchy.name).decode("utf-8", errors="replace")))
+    except OSError:
+        return ""
+
+
 def gate_step(step: Step) -> GateStep:
-    screen = page_text(parse_hierarchy(read_blob(step.hierarchy.name).decode("utf-8"))) if step.hierarchy else ""
+    screen = screen_text(step)
     edit = step.edit or {}
     # Coordinates in a [Decision] are the proposal's units unless the decision was rewritten.
     units = "pixel" if edit.get("decision_regenerated") else (step.proposed_action or {}).get("coords", "pixel")

@@ -114,3 +114,11 @@ def test_the_pool_page_counts_the_steps_that_are_no_training_labels(client_as):
     page = client_as("manager").get("/pools/").content.decode()
     section = page.split('data-testid="not-labels"')[1].split("</p>")[0]
     assert "no model is configured to regenerate its reasoning <strong>1</strong>" in section
+
+
+def test_a_lost_ui_dump_does_not_stop_routing_and_the_observation_is_then_not_compared():
+    trajectory = trajectory_with(Line.AUTOMATIC, [AGREES])
+    Step.objects.filter(trajectory=trajectory).update(hierarchy="blobs/gone/never-stored.xml")
+    route_trajectory(trajectory, Outcome.TRUE, "judged")
+    assert trajectory.steps.get().label_gate == "passed"
+    assert SftEntry.objects.filter(trajectory=trajectory).exists()
