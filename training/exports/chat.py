@@ -29,8 +29,9 @@ from training.exports import sha256_hex
 
 IMAGE_PLACEHOLDER = "<image>"
 # Who chose a step's action (meta "step_source"): the Teacher during a takeover (a recovery
-# demonstration) or the policy; a trainer keeps the two apart.
-TEACHER, POLICY = "teacher", "policy"
+# demonstration), an ECDM repair (the Teacher's or a person's correction), or the policy; a trainer
+# keeps them apart.
+TEACHER, REPAIR, POLICY = "teacher", "repair", "policy"
 
 
 class SkippedSample(Exception):
@@ -170,7 +171,9 @@ def build_sample(goal: str, earlier: list, step, k: int, frames: FrameCache, met
 
 
 def step_source(step) -> str:
-    return TEACHER if step.takeover else POLICY
+    if step.takeover:
+        return TEACHER
+    return REPAIR if (step.edit or {}).get("ecdm") else POLICY
 
 
 def is_training_label(step) -> bool:
