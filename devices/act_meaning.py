@@ -203,8 +203,8 @@ def read_line(text: str) -> LineMeaning:
         for concept in _WHOLE.get(compact, ()):
             found.add(concept)
             first.add(concept)
-    if C.LOOKALIKE in found:
-        found -= {C.PAY, C.PAY_WEAK, C.PAY_TOPIC, C.ORDER_STEP, C.TRANSFER, C.SEND}
+    if C.LOOKALIKE in found:      # a browsing label: "Continue shopping" is no yes to paying
+        found -= {C.PAY, C.PAY_WEAK, C.PAY_TOPIC, C.ORDER_STEP, C.TRANSFER, C.SEND, C.CONFIRM, C.COMMIT}
     if C.ACTIVITY_LOG in found:   # "Clear watch history" is not "Clear chat history"
         found.discard(C.DATA)
     if C.ORDER_STEP in found:     # "Place order", "Confirm order": one step, not a yes to the order
@@ -212,7 +212,7 @@ def read_line(text: str) -> LineMeaning:
     # about three characters make a word of Chinese or Japanese
     words = len(toks) if not NO_SPACE_SCRIPT.search(norm) else max(len(toks), len("".join(toks)) // 3)
     money = bool(MONEY.search(norm))
-    price_only = money and not found and all(any(ch.isdigit() for ch in tok) or len(tok) <= 3 for tok in toks)
+    price_only = money and not found and any(ch in "123456789" for ch in norm) and all(any(ch.isdigit() for ch in tok) or len(tok) <= 3 for tok in toks)
     return LineMeaning(frozenset(found), frozenset(first & found), money, words, price_only, instrument)
 
 
@@ -312,6 +312,7 @@ CONTEXT_ACTS = {
     C.CONFIRM: tuple(Act),
     C.DELETE: (Act.DELETE, Act.RESET),
     C.RESET_WEAK: (Act.RESET,),
+    C.EMPTY: (Act.DELETE,),
     C.SEND: (Act.TRANSFER,),
     C.PAY_WEAK: (Act.PURCHASE,),
     C.COMMIT: (Act.PURCHASE,),

@@ -14,13 +14,14 @@ from perf.safety_audit import case_screen, default_rules, figures, load_cases, r
 RULES = default_rules()
 CASES = load_cases()
 
-# The figures the whole set must keep (at the time of writing: 0.979 and 0.992 over 832 cases).
+# The figures the whole set must keep (at the time of writing: 0.981 and 0.992 over 921 cases).
 # The misses are known: "Buy now" in languages the lexicon does not cover (Turkish, Indonesian,
 # Vietnamese, Polish, Dutch), a bare "Перевести" (transfer or translate), "Subscribe now" and
 # "Clear chat" with no screen around them.
 DANGEROUS_BLOCKED = 0.95
 HARMLESS_ALLOWED = 0.97
-# Cases written after the lexicon, in three batches, never tuned on before their figure was taken.
+# Cases written after the lexicon, in four batches, never tuned on before their first figure was taken
+# (now 0.972 and 0.988).
 HOLDOUT_DANGEROUS_BLOCKED = 0.94
 HOLDOUT_HARMLESS_ALLOWED = 0.95
 
