@@ -24,6 +24,7 @@ class Concept(StrEnum):
     SEND = "send"                  # sends money only on a money page ("Send", "Transfer")
     TRANSFER_TOPIC = "transfer_topic"  # a money-transfer page ("recipient", "IBAN")
     MONEY_WORD = "money_word"      # "money", "dinero", "钱": sent, it is a transfer
+    AMOUNT = "amount"              # "Amount": a "Send" under an amount of money sends it
     DELETE = "delete"              # removes something; irreversible only with a qualifier below
     END = "end"                    # ends something ("close", "deactivate"): an account, with ACCOUNT
     CLEAR = "clear"                # "clear": a view (notifications, search) unless data or history
@@ -149,10 +150,11 @@ LEXICON: dict[Concept, list[str]] = {
     ],
     Concept.MONEY_WORD: ["money", "funds", "cash", "dinero", "dinheiro", "argent", "geld", "denaro", "деньги", "средства",
                          "钱", "资金", "お金", "돈", "पैसे", "पैसा", "الاموال", "المال", "اموال"],
+    Concept.AMOUNT: ["amount", "importe", "monto", "valor", "montant", "betrag", "importo", "сумма", "сумму", "金额",
+                     "金額", "금액", "المبلغ", "राशि"],
     Concept.TRANSFER_TOPIC: [
         "recipient", "payee", "beneficiary", "account number", "iban", "routing number", "sort code", "swift",
         "to account", "from account", "receiver", "send to", "transfer to", "transfer amount", "amount to send",
-        "amount",
         "收款人", "收款账户", "收款方", "对方账户", "转账金额", "受取人", "振込先", "送金先", "받는 사람", "수취인",
         "destinatario", "beneficiario", "cuenta destino", "numero de cuenta", "chave pix", "favorecido",
         "conta de destino", "beneficiaire", "destinataire", "empfanger", "kontonummer", "получатель",

@@ -279,6 +279,7 @@ class PageMeaning:
     money: bool           # it shows a price
     instrument: bool      # it shows how the payment will be made
     prices: int           # lines that are only a price (several: a choice of amounts)
+    amount: bool          # it names an amount ("Amount", "金额")
 
 
 def page_meaning(page_lines: list[str]) -> PageMeaning:
@@ -304,7 +305,7 @@ def page_meaning(page_lines: list[str]) -> PageMeaning:
         if C.PAY in c or ((C.PAY_TOPIC in c or C.PAY_WEAK in c or C.ORDER_STEP in c) and money):
             topics.add(Act.PURCHASE)
     return PageMeaning(topics, C.DONE in every, money, any(line.instrument for line in lines),
-                       sum(line.price_only for line in lines))
+                       sum(line.price_only for line in lines), C.AMOUNT in every)
 
 
 # Which screen topics give which kind of element its meaning.
@@ -337,6 +338,8 @@ def judge_words(labels: list[str], resource_id: str, page_lines: list[str]) -> V
     page = page_meaning(page_lines)
     if element.price_only and not page.prices:      # one price to press, not a choice of amounts
         return Verdict(Act.PURCHASE, "a button that is a price")
+    if C.SEND in e and page.amount and page.money and not page.done:   # "Transfer" under "Amount $500"
+        return Verdict(Act.TRANSFER, "sending an amount of money")
     if C.ORDER_STEP in e and page.instrument and not page.done:
         return Verdict(Act.PURCHASE, "placing an order on a screen that shows how it is paid")
     if (C.PAY_WEAK in e or C.COMMIT in e) and page.money and not page.done:  # "Subscribe" under "$9.99/month"

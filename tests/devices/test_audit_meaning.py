@@ -121,3 +121,9 @@ def test_the_judge_alone():
     assert judge_words(["Restore"], "", ["Recently deleted", "Items are deleted forever after 30 days."]) is None
     assert judge_words(["Delete forever"], "android:id/button3", []).act == Act.DELETE
     assert judge_words(["Receipt from TechMart", "Tap to restore or delete forever"], "", []) is None
+
+
+def test_a_send_under_an_amount_of_money_sends_it_but_a_chat_about_money_does_not():
+    assert judge_words(["Transfer"], "", ["From: Checking", "To: Savings", "Amount $500.00"]).act == Act.TRANSFER
+    assert judge_words(["Send"], "", ["Jordan", "$20 for the pizza, right?"]) is None
+    assert judge_words(["OK"], "", ["Set a monthly budget", "Amount: $200"]) is None
