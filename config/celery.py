@@ -2,6 +2,7 @@
 import os
 
 from celery import Celery
+from celery.signals import task_prerun
 from kombu import Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -45,3 +46,13 @@ app.conf.beat_schedule = {
     "training-check-endpoints": {"task": "training.tasks.check_model_endpoints", "schedule": 60.0},
 }
 app.autodiscover_tasks()
+
+
+@task_prerun.connect
+def fresh_content_types(**_):
+    """The decision history keys its entries by content type, cached per process: a database
+    recreated or restored under a running worker gives the types new ids, so each task reads them
+    afresh (one small query per model a task logs)."""
+    from django.contrib.contenttypes.models import ContentType
+
+    ContentType.objects.clear_cache()
