@@ -7,6 +7,7 @@ from django.contrib import admin
 
 from accounts.read_only_admin import ReadOnlyAdmin, ReadOnlyInline
 from flywheel import models as m
+from flywheel.model_endpoints import ENDPOINT_FIELDS, may_change_endpoint
 from flywheel.queries.vocabulary import vocabulary_errors
 from flywheel.rules.query_keys import query_key_problem
 
@@ -93,7 +94,13 @@ class FunctionNodeAdmin(admin.ModelAdmin):
 
 
 # Model versions carry their endpoint and sampling settings, which an admin sets here.
-admin.site.register(m.ModelVersion)
+@admin.register(m.ModelVersion)
+class ModelVersionAdmin(admin.ModelAdmin):
+    """Where a version is served changes through its one workflow's rule (flywheel/model_endpoints.py):
+    here too, only those it allows may edit those fields."""
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None or may_change_endpoint(request.user) else ENDPOINT_FIELDS
 
 # Owned by their workflows (collection, judging, adjudication, repair, the pools, the loop, exploration,
 # calibration, the ledger): shown, never added, changed or deleted here.

@@ -3,8 +3,9 @@ the configured roots (settings.TRAINING_MODEL_ROOTS, where weights are kept, and
 where runs save their checkpoints), so a run config cannot make the trainer read (or a later step
 overwrite) a file anywhere else on the machine.
 
-A path must be absolute and free of ".." parts; it is compared after normalising ("a//b/./c"), not
-after following links, as the weights may live on a trainer's disk the console does not see.
+A path must be absolute and free of ".." parts; it is compared after normalising ("a//b/./c"). Where
+it exists on this machine its links are followed too, so a link inside a root cannot point outside
+every root; a path this machine does not have (weights on a trainer's own disk) is judged by name.
 """
 import os
 from pathlib import PurePosixPath
@@ -22,13 +23,16 @@ def path_problem(path: str, roots: list[str]) -> str:
         return f"{path} may not contain '..'"
     if not os.path.isabs(path):
         return f"{path} must be an absolute path under {' or '.join(roots)}"
-    normal = os.path.normpath(path)
-    for root in roots:
-        root = os.path.normpath(root)
-        if os.path.isabs(root) and os.path.commonpath([normal, root]) == root:
-            return ""
-    return (f"{path} is outside the model and artifact roots ({', '.join(roots)}): put it under one of them "
-            f"or add its folder to TRAINING_MODEL_ROOTS")
+    if not _under(os.path.normpath(path), [os.path.normpath(root) for root in roots]):
+        return (f"{path} is outside the model and artifact roots ({', '.join(roots)}): put it under one of them "
+                f"or add its folder to TRAINING_MODEL_ROOTS")
+    if os.path.lexists(path) and not _under(os.path.realpath(path), [os.path.realpath(root) for root in roots]):
+        return f"{path} links to {os.path.realpath(path)}, outside the model and artifact roots ({', '.join(roots)})"
+    return ""
+
+
+def _under(path: str, roots: list[str]) -> bool:
+    return any(os.path.isabs(root) and os.path.commonpath([path, root]) == root for root in roots)
 
 
 def config_path_problems(config: dict, roots: list[str] | None = None) -> list[tuple[str, str]]:

@@ -76,3 +76,27 @@ def test_a_refused_url_through_the_api_writes_nothing(client_as, judge):
                                      content_type="application/json")
     assert reply.status_code == 400
     assert _unchanged(judge) and judge.sampling == {}
+
+
+def test_serve_it_now_never_hands_an_admin_registered_version_to_a_model_host(client_as, judge):
+    """A model host serving a version re-points its endpoint: asking for that is a checkpoint's door only."""
+    from training.model_host.host import request_serving
+    from training.models import Serving
+
+    with pytest.raises(ValueError, match="only an admin"):
+        request_serving(judge)
+    reply = client_as("manager").post(f"/training/models/{judge.pk}/serve/")
+    assert reply.status_code == 302 and not Serving.objects.filter(version=judge).exists() and _unchanged(judge)
+    checkpoint = ModelVersion.objects.create(name="sft-r2", kind="checkpoint", artifact="/ckpt/sft-r2")
+    assert request_serving(checkpoint).version == checkpoint
+
+
+def test_the_django_admin_keeps_the_endpoint_fields_to_those_the_rule_allows(rf, role_users, judge):
+    from django.contrib import admin
+
+    model_admin = admin.site._registry[ModelVersion]
+    for role, editable in (("admin", True), ("manager", False)):
+        request = rf.get("/")
+        request.user = role_users[role]
+        readonly = model_admin.get_readonly_fields(request, judge)
+        assert ("endpoint_url" not in readonly) == editable and ("served_model_name" not in readonly) == editable

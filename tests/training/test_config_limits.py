@@ -71,3 +71,13 @@ def test_the_path_rule_alone():
     assert path_problem("/models/a", ROOTS) == "" and path_problem("/srv/training/runs/1", ROOTS) == ""
     assert path_problem("/models", ROOTS) == ""
     assert "outside" in path_problem("/srv/trainingX/a", ROOTS)
+
+
+def test_a_link_inside_a_root_that_points_outside_every_root_is_refused(tmp_path):
+    root, outside = tmp_path / "models", tmp_path / "home"
+    root.mkdir(), outside.mkdir()
+    (root / "weights").mkdir()
+    (root / "escape").symlink_to(outside)
+    assert path_problem(str(root / "weights"), [str(root)]) == ""
+    assert "links to" in path_problem(str(root / "escape"), [str(root)])
+    assert path_problem(str(root / "not-on-this-machine"), [str(root)]) == ""  # a trainer's own disk: by name

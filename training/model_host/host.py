@@ -134,6 +134,10 @@ def request_serving(version: ModelVersion) -> Serving:
     MODEL_HOST_REQUEST_HOLD_S, longer while a run uses it. A failed one is tried again."""
     if not version.artifact:
         raise ValueError(f"{version.name} has no checkpoint folder to serve")
+    # A host serving it re-points its endpoint: only a trained checkpoint, or one a host served
+    # before, never a version an admin registered where it is served (the judges', the Teacher's).
+    if version.kind != ModelVersion.Kind.CHECKPOINT and not Serving.objects.filter(version=version).exists():
+        raise ValueError(f"{version.name} is served where an admin registered it; only an admin changes that")
     until = timezone.now() + timedelta(seconds=settings.MODEL_HOST_REQUEST_HOLD_S)
     with transaction.atomic():
         row = Serving.objects.select_for_update().filter(version=version).first()
