@@ -13,6 +13,10 @@ from devices.anomaly_injection import clear_anomalies
 from devices.baseline import restore_baseline
 
 SPEC_KEYS = ("force_stop", "clear", "home", "clear_anomalies")
+# System dialogs an earlier task can leave above Home (a permission request stays until it is
+# answered, as on Android): Back answers "don't allow" and closes it before the next task starts.
+DIALOG_PACKAGES = ("com.android.permissioncontroller", "com.google.android.permissioncontroller")
+MAX_DIALOG_BACKS = 3
 
 
 class ResetError(ValueError):
@@ -74,6 +78,12 @@ def reset_phone(phone, spec: dict | None = None, apps=None, baseline: dict | Non
         errors.extend(failed)
     if spec["home"]:
         run("input keyevent KEYCODE_HOME")
+        for _ in range(MAX_DIALOG_BACKS):
+            shown = phone.dump_hierarchy()
+            if not any(f'package="{package}"' in shown for package in DIALOG_PACKAGES):
+                break
+            run("input keyevent KEYCODE_BACK")
+            run("input keyevent KEYCODE_HOME")
     return {"ok": not errors, "commands": commands, "errors": errors}
 
 

@@ -44,6 +44,20 @@ def test_reset_force_stops_clears_and_goes_home(phone):
     assert "com.sim.notes" not in "".join(step_context(phone)["activity_stack"])
 
 
+def test_a_permission_dialog_an_earlier_task_left_is_answered_before_the_next_task(phone):
+    """A dialog of another app than the task's stays above Home (as on Android); the reset closes it."""
+    phone.shell("am start -n com.sim.translator/.MainActivity")
+    phone.shell("am broadcast -a com.sim.ANOMALY --es kind permission_dialog --es package com.sim.translator")
+    phone.shell("input keyevent KEYCODE_HOME")
+    assert 'package="com.android.permissioncontroller"' in phone.dump_hierarchy()  # still up after Home
+
+    record = reset_phone(phone, apps=["com.sim.notes"])
+
+    assert record["ok"] and "input keyevent KEYCODE_BACK" in record["commands"]
+    assert "permissioncontroller" not in phone.dump_hierarchy() and "launcher" in step_context(phone)["package"]
+    phone.shell("am force-stop com.sim.translator")
+
+
 def test_reset_spec_options_and_errors(phone):
     phone.shell("monkey -p com.sim.shop -c android.intent.category.LAUNCHER 1; svc wifi disable; svc data disable")
     record = reset_phone(phone, {"force_stop": "all", "home": False, "clear_anomalies": True})
