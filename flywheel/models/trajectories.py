@@ -5,6 +5,7 @@ from django.conf import settings
 from django.db import models
 
 from flywheel.models.catalog import App
+from flywheel.rules.app_names import agent_may_open
 from flywheel.rules.stated_outcome import Stated
 from flywheel.rules.stops import StopKind
 
@@ -138,15 +139,15 @@ class Trajectory(models.Model):
     def policy_apps(self) -> list[str]:
         """The apps the policy may open, read once per instance (its input carries them at every
         step): the query's own on a guided line (GUIDED_LINES); on a goal-only line the phone's
-        apps the console knows (launchers and the like left out), so the agent finds the apps a
+        apps the console knows (launchers and the system UI left out; Settings is an app), so the agent finds the apps a
         goal needs from the goal, as with a user's request (the query's list is not a hint)."""
         if self.line in GUIDED_LINES:
             return self.query.app_packages
-        apps = App.objects.filter(is_system=False)
+        apps = App.objects.all()
         installed = self.device.installed_apps if self.device_id else []
         if installed:  # a phone whose packages were never read is offered every app the console knows
             apps = apps.filter(package__in=installed)
-        return sorted(apps.values_list("package", flat=True))
+        return sorted(p for p in apps.values_list("package", flat=True) if agent_may_open(p))
 
     @cached_property
     def policy_app_labels(self) -> dict[str, str]:

@@ -12,6 +12,7 @@ from devices.observation import observe
 from devices.reset import reset_phone
 from flywheel.policies.base import PolicyError, PolicyState
 from flywheel.policies.protocol import AGENT_STOPS, HistoryEntry
+from flywheel.rules.app_names import agent_may_open
 
 
 @dataclass
@@ -21,13 +22,10 @@ class Episode:
     answer: str = ""
 
 
-SYSTEM_HINTS = ("launcher", "resolver", "chooser", "systemui")
-
-
 def phone_apps(phone) -> list[str]:
     """The phone's packages an agent may open (its launchers and system UI left out)."""
     packages = (line.removeprefix("package:").strip() for line in phone.shell("pm list packages").splitlines())
-    return sorted(p for p in packages if p and not any(hint in p for hint in SYSTEM_HINTS))
+    return sorted(p for p in packages if agent_may_open(p))
 
 
 def run_episode(phone, task: dict, policy, max_steps: int = 20, k: int = 5,

@@ -28,3 +28,13 @@ def display_name(package: str, label: str = "") -> str:
     if label and label != package and label != package.rsplit(".", 1)[-1]:  # "ShopMart" stays, "translator" not
         return label
     return name_from_package(package) if package else label
+
+
+# Packages that are the phone's own chrome (home screens, pickers, system dialogs), not apps a task is done
+# in: an agent is never offered them.
+CHROME_HINTS = ("launcher", "resolver", "chooser", "systemui", "permissioncontroller")
+
+
+def agent_may_open(package: str) -> bool:
+    """Settings and other system apps are apps people use; a launcher or the system UI is not."""
+    return bool(package) and not any(hint in package for hint in CHROME_HINTS)

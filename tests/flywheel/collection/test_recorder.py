@@ -116,9 +116,11 @@ def test_goal_only_lines_give_the_phone_apps_not_the_querys(line, given_the_quer
     shop = App.objects.create(package="com.sim.shop", label="ShopMart")
     App.objects.create(package="com.sim.notes", label="Notes")
     App.objects.create(package="com.sim.launcher", label="Launcher", is_system=True)
+    App.objects.create(package="com.android.settings", label="Settings", is_system=True)  # a system app, openable
     App.objects.create(package="com.sim.absent", label="Not on this phone")
     device = Device.objects.create(serial=f"apps-{line}", adb_server="127.0.0.1:1",
-                                   installed_apps=["com.sim.launcher", "com.sim.notes", "com.sim.shop"])
+                                   installed_apps=["com.android.settings", "com.sim.launcher", "com.sim.notes",
+                                                   "com.sim.shop"])
     query = Query.objects.create(key=f"apps-{line}", text="Add the kettle to the cart in ShopMart", tier="L2")
     query.set_apps([shop])
     trajectory = Trajectory.objects.create(query=query, line=line, device=device)
@@ -127,5 +129,6 @@ def test_goal_only_lines_give_the_phone_apps_not_the_querys(line, given_the_quer
     if given_the_query_apps:
         assert state.apps == ["com.sim.shop"]
     else:
-        assert state.apps == ["com.sim.notes", "com.sim.shop"]  # the phone's, launchers left out
-        assert state.app_labels == {"com.sim.notes": "Notes", "com.sim.shop": "ShopMart"}
+        assert state.apps == ["com.android.settings", "com.sim.notes", "com.sim.shop"]  # the phone's, no launcher
+        assert state.app_labels == {"com.android.settings": "Settings", "com.sim.notes": "Notes",
+                                    "com.sim.shop": "ShopMart"}
