@@ -25,11 +25,17 @@ def awaiting_measurement():
                 CollectionRun.Status.CANCELLED, CollectionRun.Status.FAILED])))
 
 
+def measuring_run_open() -> bool:
+    return CollectionRun.objects.filter(line=Line.RL, query_filter__pool="measuring", status__in=OPEN_RUN).exists()
+
+
 def measure_awaiting(user=None, dispatch=True) -> CollectionRun | None:
-    """Launch the run that measures every waiting query; None when there is nothing to measure or
-    no current policy (Phase 0: they keep waiting)."""
+    """Launch the run that measures every waiting query; None when there is nothing to measure, no
+    current policy (Phase 0: they keep waiting) or a measuring run still open: one at a time, so
+    measurement never takes every phone from the loop's own rollouts; what arrives meanwhile is
+    measured by the next one (beat)."""
     policy = current_policy()
-    if policy is None:
+    if policy is None or measuring_run_open():
         return None
     with transaction.atomic():
         entries = list(awaiting_measurement().select_for_update(skip_locked=True, of=("self",))

@@ -80,6 +80,10 @@ def test_phase1_measures_new_queries_with_g_rollouts_of_the_current_policy_then_
     assert run.query_filter["pool"] == "measuring" and run.total == 9
     assert set(RlQueryEntry.objects.values_list("measurement_run", flat=True)) == {run.pk}
     assert measure_awaiting(dispatch=False) is None  # measured once, not twice
+    late = query("q-late")
+    await_measurement(late, RlQueryEntry.Channel.DERIVED)
+    assert measure_awaiting(dispatch=False) is None  # one measuring run at a time: the next one takes it
+    assert RlQueryEntry.objects.get(query=late).measurement_run is None
 
     # two rollouts still outstanding: the query keeps waiting, never admitted unmeasured
     first = WorkItem.objects.filter(kind=f"collect:run:{run.pk}", payload__query_id=boundary.pk).order_by("pk")[0]
@@ -142,3 +146,16 @@ def test_approved_generated_candidates_go_through_the_gate_under_phase1_only():
     entry = RlQueryEntry.objects.get(query=later)
     assert (entry.state, entry.channel) == ("measuring", "generated")
     assert not RlQueryEntry.objects.filter(query=simple).exists()  # no difficulty feature: not a candidate
+
+
+def test_what_arrives_while_a_measuring_run_is_open_is_measured_by_the_next_one():
+    phase1(group_size=2)
+    await_measurement(query("q-first"), RlQueryEntry.Channel.DERIVED)
+    first = measure_awaiting(dispatch=False)
+    second = query("q-second")
+    await_measurement(second, RlQueryEntry.Channel.DERIVED)
+    assert measure_awaiting(dispatch=False) is None
+    CollectionRun.objects.filter(pk=first.pk).update(status="done")
+    run = measure_awaiting(dispatch=False)
+    assert run is not None and run.pk != first.pk and run.total == 2
+    assert RlQueryEntry.objects.get(query=second).measurement_run == run
