@@ -6,8 +6,9 @@ tasks people give a phone are operations: turn a switch on, write a message and 
 thing to the cart. So an action leaf's query carries its operation: the known path goes on past the
 page with the operation's own steps (type the text into the page's field, then tap the action; or
 tap the switch), the text asks for it, and the draft verification checks its outcome on the final
-screen (the typed text is shown; the switch is in the state asked for). Everything comes from the
-explored page (GEM elements); nothing here knows an app.
+screen (the typed text is shown; the switch is in the state asked for). A page that is a form (a
+field and the button that commits it: Save, Create, Rename) is asked as filling it in the same way.
+Everything comes from the explored page (GEM elements); nothing here knows an app.
 """
 from __future__ import annotations
 
@@ -32,14 +33,13 @@ XML_SAFE = re.compile(r"^[^&<>\"']+$")
 
 @dataclass
 class Operation:
-    kind: str                       # "toggle" | "tap" | "type_submit"
+    kind: str                       # "toggle" | "choose" (a radio) | "tap" | "type_submit"
     label: str                      # the action's name on the screen
     steps: list[dict]               # the known-path steps after the page is reached
     field: str = ""                 # type_submit: the field's name
     text: str = ""                  # type_submit: what is typed
     turn_on: bool | None = None     # toggle: the state asked for (None: the page did not say)
     check: dict | None = None       # the final screen's proof of it, for the draft verification
-
 
     def retyped(self, rng) -> Operation:
         """The same operation with another text from the field's vocabulary (each phrasing its own)."""
