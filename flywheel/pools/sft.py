@@ -9,14 +9,12 @@ with its trajectory and its frames (nothing is lost), but it is no training labe
 (Step.label_gate in NOT_TRAINING_LABELS, the rules it fails in Step.label_issues) and exports give
 it no sample.
 
-The regenerator derives forward, never backward (teacher_regenerator): the Teacher is shown the
-step's screen and the history before it, reasons and chooses; when its choice is the executed
-action, its five tags replace the step's (reasoning that leads to that action from the observation,
-the forward derivability §2.3.6 asks for); when it chooses otherwise, nothing replaces them and the
-step is no label. Rewriting only the [Decision] to describe the executed action (the recorder does
-that where a person moved the tap, at collection) is not done here: the [Plan] was written for the
-model's action, and words fitted to the action afterwards are the post-hoc rationalisation the gate
-exists to keep out. Without a Teacher (none answers) a failing step is NO_REGENERATOR. The semi-automatic line asks its person to fix the reasoning instead
+No model is configured to regenerate reasoning (the Teacher writes its own action's reasoning,
+never one for an action it did not choose), so today such a step is recorded as NO_REGENERATOR.
+Rewriting only the [Decision] to describe the executed action (the recorder does that where a
+person moved the tap, at collection) is not done here: the [Plan] was written for the model's
+action, and words fitted to the action afterwards are the post-hoc rationalisation the gate exists
+to keep out. The semi-automatic line asks its person to fix the reasoning instead
 (flywheel/collection/semi_auto.py) and admits the trajectory once it passes.
 """
 from __future__ import annotations
@@ -30,8 +28,6 @@ from devices.uitree import page_text, parse_hierarchy
 from flywheel.blobs import read_blob
 from flywheel.events import publish
 from flywheel.models import NOT_TRAINING_LABELS, LabelGate, SftEntry, Step, Trajectory
-from flywheel.policies.base import PolicyError
-from flywheel.policies.teacher import context_for_step, same_choice, teacher_for
 from flywheel.rules.consistency import ConsistencyIssue, GateStep, check_bidirectional_consistency
 from flywheel.rules.pools import sft_intake_allowed
 
@@ -88,27 +84,9 @@ def gate_steps(trajectory) -> list[GateStep]:
     return [gate_step(step) for step in executed_steps(trajectory)]
 
 
-def teacher_regenerator(trajectory) -> Regenerator:
-    """Forward regeneration by the Teacher (module docstring): its own reasoning for the step's
-    screen, taken only when its own choice there is the executed action."""
-    teacher = teacher_for()
-
-    def regenerate(step: GateStep, issues: list[ConsistencyIssue]) -> dict | None:
-        context = context_for_step(trajectory, step.index)
-        if context is None:
-            return None
-        try:
-            answer = teacher.suggest(replace(context, wrong_action=None))
-        except PolicyError:
-            return None
-        agrees = answer is not None and same_choice(answer.action, step.action, context.hierarchy_xml)
-        return dict(answer.cot) if agrees and answer.cot else None
-    return regenerate
-
-
-def reasoning_regenerator(trajectory=None) -> Regenerator | None:
-    """What regenerates a failing step's reasoning: the Teacher, deriving forward."""
-    return teacher_regenerator(trajectory) if trajectory is not None else None
+def reasoning_regenerator() -> Regenerator | None:
+    """The configured model that regenerates a step's reasoning: none is (module docstring)."""
+    return None
 
 
 def run_gate(trajectory, regenerator: Regenerator | None = None) -> GateOutcome:
@@ -156,7 +134,7 @@ def admit(trajectory, intake: str, gate: GateOutcome | None = None) -> SftEntry:
     caller's transaction). Runs in the caller's transaction; a second call is a no-op entry."""
     if not sft_intake_allowed(intake):  # the pool's one intake rule (rules/pools.py)
         raise ValueError(f"{intake!r} may not enter the SFT pool")
-    gate = gate if gate is not None else run_gate(trajectory, reasoning_regenerator(trajectory))
+    gate = gate if gate is not None else run_gate(trajectory, reasoning_regenerator())
     record_labels(gate)
     open_issues = [{"step": issue.step_index, "rule": issue.rule, "message": issue.message} for issue in gate.issues]
     Trajectory.objects.filter(pk=trajectory.pk).update(consistency_issues=open_issues)
