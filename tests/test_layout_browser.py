@@ -17,7 +17,7 @@ GROUPS = {"Data": ["Queries", "Runs", "Exploration", "Generation", "GEM", "Ledge
                    "Rule flags"],
           "Models": ["Training", "Loops", "Endpoints", "Demo", "Benchmarks"],
           "Farm": ["Devices", "Tasks"],
-          "System": ["Metrics", "API docs", "API explorer"]}
+          "System": ["History", "Metrics", "API docs", "API explorer"]}
 TOP = {"manager": ["Dashboard"], "admin": ["Dashboard", "Admin"]}
 
 # Every key hint inside a button, on the colour it is drawn on (the first ancestor-or-self with a
