@@ -116,7 +116,10 @@ def walk(browser, base, role, user, width, height):
     errors = []
     page.on("console", lambda message: message.type == "error" and errors.append(f"console: {message.text}"))
     page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
-    page.on("requestfailed", lambda request: errors.append(f"{request.failure} for {request.url.replace(base, '')}"))
+    # A request the walk's own next navigation cancels (a live panel's poll of the page just left)
+    # fails as ERR_ABORTED: that is the walker leaving, not the page failing (4xx/5xx are caught below).
+    page.on("requestfailed", lambda request: request.failure != "net::ERR_ABORTED" and errors.append(
+        f"{request.failure} for {request.url.replace(base, '')}"))
     page.on("response", lambda response: response.status >= 400 and errors.append(
         f"{response.status} from {response.url.replace(base, '')}"))
     log_in_browser(page, base, user)
