@@ -16,6 +16,7 @@ app.conf.task_routes = {
     "flywheel.tasks.collect_*": {"queue": "collection"},
     "flywheel.tasks.evaluate_*": {"queue": "evaluation"},
     "flywheel.tasks.repair_*": {"queue": "repair"},
+    "flywheel.tasks.regenerate_*": {"queue": "repair"},   # the Teacher's work, like repairs
     "training.tasks.*": {"queue": "training"},
     "flywheel_demo.tasks.*": {"queue": "training"},  # its stages train the compact policy in the task
     "benchmark.tasks.*": {"queue": "benchmark"},
@@ -40,6 +41,8 @@ app.conf.beat_schedule = {
     "evolution-advance-loops": {"task": "flywheel.tasks.advance_loops", "schedule": 30.0},
     # RL-pool queries awaiting measurement (Phase 1 intake) get their run, also after Phase 0 ends.
     "pools-measure-rl-intake": {"task": "flywheel.tasks.measure_rl_intake", "schedule": 60.0},
+    # Steps whose reasoning waits for regeneration (SFT intake's gate) past its job get it again.
+    "pools-regenerate-waiting": {"task": "flywheel.tasks.regenerate_waiting", "schedule": 300.0},
     "benchmark-sweep": {"task": "benchmark.tasks.sweep", "schedule": 30.0},
     "flywheel-demo-advance": {"task": "flywheel_demo.tasks.advance_demos", "schedule": 10.0},
     "training-resume-stalled": {"task": "training.tasks.resume_stalled_runs", "schedule": 60.0},

@@ -22,6 +22,7 @@ GENERATE_QUERIES = "flywheel.tasks.generate_queries"
 INDEX_FUNCTION_TREE = "flywheel.tasks.index_function_tree"
 EXPLORE_APPS = "flywheel.tasks.explore_apps"
 MEASURE_RL_INTAKE = "flywheel.tasks.measure_rl_intake"
+REGENERATE_REASONING = "flywheel.tasks.regenerate_reasoning"
 
 
 def task(name: str):

@@ -14,7 +14,7 @@ from flywheel import jobs, tallies
 from flywheel.collection import driver, launch, recovery, rl_measurement
 from flywheel.judging import pipeline
 from flywheel.models import EvolutionLoop, Trajectory
-from flywheel.pools import ledger_snapshot
+from flywheel.pools import ledger_snapshot, sft
 from flywheel.repair import counterfactual, ecdm, loop, step_correction
 
 
@@ -109,6 +109,18 @@ def measure_rl_intake():
     """Phase 1 intake: roll the current policy out on the RL-pool queries awaiting measurement."""
     run = rl_measurement.measure_awaiting()
     return {"run": run.pk if run is not None else None}
+
+
+@shared_task(name=jobs.REGENERATE_REASONING)
+def regenerate_reasoning(trajectory_id):
+    """SFT intake's consistency gate: regenerate the reasoning of a trajectory's failing steps."""
+    return sft.regenerate_reasoning(trajectory_id)
+
+
+@shared_task(name="flywheel.tasks.regenerate_waiting")
+def regenerate_waiting():
+    """Steps left waiting for their reasoning (a lost job, a Teacher that did not answer) get it again."""
+    return sft.regenerate_waiting()
 
 
 @shared_task(name="flywheel.tasks.advance_loops")

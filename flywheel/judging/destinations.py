@@ -32,7 +32,7 @@ def route_trajectory(trajectory: Trajectory, outcome: str, reason: str = "",
     if destination == Destination.SFT:
         if not sft_intake_allowed(intake):
             raise ValueError(f"{intake!r} may not enter the SFT pool")
-        gate = sft.run_gate(trajectory, sft.reasoning_regenerator())  # reads dumps: before the transaction
+        gate = sft.run_gate(trajectory)  # reads dumps: before the transaction
     with transaction.atomic():
         Trajectory.objects.filter(pk=trajectory.pk).update(
             verdict=outcome, destination=destination,

@@ -61,12 +61,15 @@ class LabelGate(models.TextChoices):
     frames) but gives no SFT sample."""
     UNCHECKED = "", "Not checked"
     PASSED = "passed", "Passed"
-    REGENERATED = "regenerated", "Passed after its [Decision] was regenerated"
+    REGENERATED = "regenerated", "Passed after its reasoning was regenerated"
+    REGENERATING = "regenerating", "Not a training label yet: its reasoning is being regenerated"
     INCONSISTENT = "inconsistent", "Not a training label: inconsistent after regeneration"
-    NO_REGENERATOR = "no_regenerator", "Not a training label: no model is configured to regenerate its reasoning"
+    TEACHER_FAILS = "teacher_fails", "Not a training label: the Teacher's own reasoning fails the gate"
+    NO_REGENERATOR = "no_regenerator", "Not a training label: no model answered to regenerate its reasoning"
 
 
-NOT_TRAINING_LABELS = (LabelGate.INCONSISTENT, LabelGate.NO_REGENERATOR)
+NOT_TRAINING_LABELS = (LabelGate.REGENERATING, LabelGate.INCONSISTENT, LabelGate.TEACHER_FAILS,
+                       LabelGate.NO_REGENERATOR)
 
 
 class Trajectory(models.Model):
@@ -198,3 +201,11 @@ class Step(models.Model):
 
     def __str__(self):
         return f"step {self.index} of trajectory #{self.trajectory_id}"
+
+    @property
+    def not_a_training_label(self) -> bool:
+        return self.label_gate in NOT_TRAINING_LABELS
+
+    @property
+    def reasoning_regenerated(self) -> bool:
+        return self.label_gate == LabelGate.REGENERATED

@@ -183,8 +183,9 @@ def test_an_ecdm_repaired_entry_exports_the_repaired_sample():
     rows = load_chat(snapshot)
     assert {row["meta"]["trajectory"] for row in rows} == {sample.pk}
     # the kept step's [Decision] ("step 0") does not describe its action: SFT intake's consistency
-    # gate kept it in the sample but not as a label (issue #35), so the correction alone is exported
-    assert sample.steps.get(index=0).label_gate == "no_regenerator"
+    # gate kept it in the sample but not as a label while its reasoning waits for regeneration
+    # (issue #35), so the correction alone is exported
+    assert sample.steps.get(index=0).label_gate == "regenerating"
     assert [(row["meta"]["source"], row["meta"]["step"], row["meta"]["step_source"]) for row in rows] == [
         ("ecdm_repaired", 1, "repair")]  # the repair wrote it, not the policy
     frame = (Path(snapshot.directory) / rows[0]["images"][-1]).read_bytes()

@@ -187,3 +187,41 @@ def _all(xml):
     from devices.uitree import all_nodes
 
     return all_nodes(parse_hierarchy(xml))
+
+
+def test_sft_intake_regenerates_a_failing_steps_reasoning_with_the_built_in_teacher(phone):
+    """§2.3.6 end to end on a real screen: a step whose [Decision] described another action than
+    the phone ran waits at intake; the regeneration job (the default, offline Teacher, told the
+    screen and the history but not the action) derives the executed tap forward, and its reasoning
+    replaces the step's, which then passes and is a label again."""
+    from flywheel.blobs import store_blob
+    from flywheel.judging.destinations import route_trajectory
+    from flywheel.models import Query, Step, Trajectory
+    from flywheel.pools import sft
+
+    query = Query.objects.create(key="sony-regen", text=SONY["text"], tier="L1", verification={},
+                                 known_path=SONY["known_path"])
+    query.apps.set([App.objects.get_or_create(package=package)[0] for package in SONY["apps"]])
+    trajectory = Trajectory.objects.create(query=query, line="automatic", status="completed")
+    seen, history, dumps = replay(phone, SONY, 3)
+    sony = tap_on(seen, {"resource_id": "com.sim.shop:id/brand_sony"})
+    for index, entry in enumerate(history):
+        observation = page_text(parse_hierarchy(dumps[index]))[:60]
+        Step.objects.create(trajectory=trajectory, index=index,
+                            cot={**entry.cot, "Observation": observation, "Plan": "follow the path"},
+                            executed_action=entry.action, hierarchy=store_blob(dumps[index].encode(), "xml"))
+    wrong = {"Observation": "", "Reflection": "", "Plan": "Look for more brands", "Decision": "Swipe up",
+             "Memory": ""}
+    Step.objects.create(trajectory=trajectory, index=3, cot=wrong, executed_action=sony, proposed_action=sony,
+                        screenshot=store_blob(seen.png, "png"), hierarchy=store_blob(seen.hierarchy_xml.encode(), "xml"),
+                        timings={"screen": [seen.width, seen.height]}, foreground_package="com.sim.shop")
+    route_trajectory(trajectory, "true", "judged")
+    assert trajectory.steps.get(index=3).label_gate == "regenerating"
+    assert sft.regenerate_reasoning(trajectory.pk) == {"waiting": 1, "regenerated": 1, "unanswered": 0}
+    step = trajectory.steps.get(index=3)
+    assert (step.label_gate, step.label_issues) == ("regenerated", [])
+    assert "Sony" in step.cot["Decision"] and step.cot["Plan"] and step.edit["reasoning_regenerated"]["cot_before"] == wrong
+    assert step.edit["reasoning_regenerated"]["by"] == OfflineTeacher.name
+    assert check_bidirectional_consistency([GateStep(index=3, cot=step.cot, action=sony,
+                                                     screen_text=page_text(parse_hierarchy(seen.hierarchy_xml)),
+                                                     screen=(seen.width, seen.height))]) == []
