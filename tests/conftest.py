@@ -213,23 +213,50 @@ def start_celery_worker(log_path, extra_env):
         if process.poll() is not None:
             raise RuntimeError(Path(log_path).read_text())
         if app.control.ping(timeout=0.5, destination=[name]):
-            process.worker_name = name
+            process.worker_name, process.queues = name, queues.split(",")
             return process
     stop(process)
     raise TimeoutError("worker did not answer ping: " + Path(log_path).read_text())
 
 
 def worker_is_idle(process, timeout=20) -> bool:
-    """True once the worker runs no task (within `timeout` seconds): the next test may share it."""
+    """True once the worker runs, holds and schedules no task (within `timeout` seconds)."""
     from config.celery import app
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and process.poll() is None:
-        active = app.control.inspect(destination=[process.worker_name], timeout=1).active() or {}
-        if active and not any(active.values()):
+        inspect = app.control.inspect(destination=[process.worker_name], timeout=1)
+        held = [inspect.active() or {}, inspect.reserved() or {}, inspect.scheduled() or {}]
+        if all(held) and not any(any(tasks.values()) for tasks in held):
             return True
         time.sleep(0.5)
     return False
+
+
+def purge_queues(process) -> int:
+    """Drop the messages waiting in the worker's queues (the per-host ones too): what a test's
+    tasks queued belongs to its database, and must not run in the next test's."""
+    from config.celery import app
+
+    purged = 0
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        for queue in process.queues:
+            try:
+                purged += channel.queue_purge(queue) or 0
+            except Exception:  # a queue nothing was ever sent to may not exist
+                pass
+    return purged
+
+
+def worker_is_drained(process) -> bool:
+    """The worker may serve the next test: its queues emptied and it idle, then emptied again of
+    whatever its last task queued (so nothing starts while the test's database is flushed)."""
+    purge_queues(process)
+    if not worker_is_idle(process):
+        return False
+    purge_queues(process)
+    return worker_is_idle(process, timeout=2)
 
 
 @pytest.fixture(scope="module")
@@ -254,8 +281,10 @@ def celery_worker_process(transactional_db, shared_workers, tmp_path_factory, re
         log_path = tmp_path_factory.mktemp("worker") / "worker.log"
         process = shared_workers[key] = start_celery_worker(log_path, extra_env)
     yield process
-    if process.poll() is None and not worker_is_idle(process):
+    if process.poll() is None and not worker_is_drained(process):
         stop(process)  # a task still running would write into the next test's database
+    if process.poll() is not None:
+        purge_queues(process)  # what it left queued
     if process.poll() is not None:
         shared_workers.pop(key, None)
 
