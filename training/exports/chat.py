@@ -178,7 +178,7 @@ def step_source(step) -> str:
 
 def is_training_label(step) -> bool:
     """Neither masked (repetition-to-reflection) nor failed by SFT intake's consistency gate."""
-    return not step.label_masked and step.label_gate not in NOT_TRAINING_LABELS
+    return not step.label_masked and not step.not_a_training_label
 
 
 def executed_steps(trajectory) -> list:
