@@ -208,6 +208,27 @@ def test_labels_cover_the_assistant_text_and_its_end_token_only(tmp_path):
     assert int((input_ids == image_pad).sum()) == int(encoded["image_grid_thw"].prod(-1).sum()) // merge
 
 
+def test_cached_screenshots_encode_exactly_as_the_processor_does(tmp_path):
+    """Each screenshot preprocessed once per process (#37): the same ids, labels, pixels and grids as the
+    processor's own call, every epoch."""
+    export = make_export(tmp_path / "snapshot", count=6)   # full-size screenshots
+    _, processor = build_tiny({})
+    samples, _ = samples_io.load_samples(export / "data.jsonl", processor, 10240)
+    cache = samples_io.ScreenshotCache()
+    for _ in range(2):
+        for sample in samples:
+            fresh, cached = samples_io.encode(sample, processor), samples_io.encode(sample, processor, cache)
+            assert fresh.keys() == cached.keys() == {"input_ids", "labels", "pixel_values", "image_grid_thw"}
+            assert all(torch.equal(fresh[key], cached[key]) for key in fresh)
+    distinct = {path for sample in samples for path in sample.images}
+    assert cache.misses == len(distinct)   # decoded once each, however often shown
+    assert cache.hits == 2 * sum(len(sample.images) for sample in samples) - len(distinct)
+    small = samples_io.ScreenshotCache(max_bytes=cache.bytes // 2)   # past its budget the oldest go
+    for sample in samples:
+        samples_io.encode(sample, processor, small)
+    assert 0 < small.bytes <= cache.bytes // 2
+
+
 def test_too_long_and_corrupt_samples_are_skipped_and_counted(tmp_path):
     export = make_export(tmp_path / "snapshot", count=3)
     first = json.loads((export / "data.jsonl").read_text().splitlines()[0])

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,15 +146,74 @@ def load_samples(path: Path, processor, max_seq_len: int,
     return samples, skipped
 
 
-def encode(sample: Sample, processor) -> dict:
-    """input_ids / labels (1-D) and the images' pixel_values / image_grid_thw for one sample."""
+class ScreenshotCache:
+    """Each screenshot decoded and preprocessed once per trainer process, however many samples show it
+    (with K screenshots a step's screen is in up to K samples) and however many epochs see it: decoding
+    a phone-sized PNG and resizing it was over half of a CPU trainer's step. Keyed by path (an export's
+    images are named by their content's hash); the least recently used are dropped past max_bytes."""
+
+    def __init__(self, max_bytes: int = 2 << 30):
+        self.max_bytes, self.bytes = max_bytes, 0
+        self._entries: OrderedDict[str, tuple[torch.Tensor, torch.Tensor]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def processed(self, path: Path, image_processor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(pixel_values, image_grid_thw) of one screenshot, as the processor makes them."""
+        key = str(path)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return entry
+        with Image.open(path) as image:
+            rgb = image.convert("RGB")
+        out = image_processor(images=[rgb], return_tensors="pt")
+        entry = (out["pixel_values"], out["image_grid_thw"])
+        size = entry[0].element_size() * entry[0].nelement()
+        with self._lock:
+            self.misses += 1
+            if size <= self.max_bytes and key not in self._entries:
+                self._entries[key] = entry
+                self.bytes += size
+                while self.bytes > self.max_bytes:
+                    _, (pixels, _) = self._entries.popitem(last=False)
+                    self.bytes -= pixels.element_size() * pixels.nelement()
+        return entry
+
+
+def _prompt_from_cache(text: str, sample: Sample, processor, screenshots: ScreenshotCache) -> dict:
+    """What processor(text, images) returns, from cached screenshots: each image's one pad token in
+    the text expanded to its visual tokens (grid t·h·w / merge²), as the processor expands it."""
+    processed = [screenshots.processed(path, processor.image_processor) for path in sample.images]
+    image_token = getattr(processor, "image_token", "<|image_pad|>")
+    pad_id = processor.tokenizer.convert_tokens_to_ids(image_token)
+    merge = processor.image_processor.merge_size ** 2
+    counts = iter(int(grid.prod()) // merge for _, grid in processed)
+    ids = []
+    for token in processor.tokenizer(text).input_ids:
+        ids.extend([pad_id] * next(counts) if token == pad_id else [token])
+    prompt = {"input_ids": torch.tensor([ids], dtype=torch.long)}
+    if processed:
+        prompt["pixel_values"] = torch.cat([pixels for pixels, _ in processed])
+        prompt["image_grid_thw"] = torch.cat([grid for _, grid in processed])
+    return prompt
+
+
+def encode(sample: Sample, processor, screenshots: ScreenshotCache | None = None) -> dict:
+    """input_ids / labels (1-D) and the images' pixel_values / image_grid_thw for one sample; with
+    `screenshots`, each screenshot is preprocessed once per process (the same tensors)."""
     tokenizer = processor.tokenizer
     text = processor.apply_chat_template(sample.prompt, tokenize=False, add_generation_prompt=True)
-    images = []
-    for path in sample.images:
-        with Image.open(path) as image:
-            images.append(image.convert("RGB"))
-    prompt = processor(text=[text], images=images or None, return_tensors="pt")
+    if screenshots is not None:
+        prompt = _prompt_from_cache(text, sample, processor, screenshots)
+    else:
+        images = []
+        for path in sample.images:
+            with Image.open(path) as image:
+                images.append(image.convert("RGB"))
+        prompt = processor(text=[text], images=images or None, return_tensors="pt")
     response = tokenizer(sample.response, add_special_tokens=False).input_ids
     response.append(tokenizer.convert_tokens_to_ids("<|im_end|>"))
     prompt_ids = prompt["input_ids"][0]
@@ -161,7 +222,7 @@ def encode(sample: Sample, processor) -> dict:
     if len(input_ids) != sample.length:   # the index's arithmetic must be the processor's
         raise DatasetError(f"sample {sample.position}: {len(input_ids)} tokens, indexed as {sample.length}")
     encoded = {"input_ids": input_ids, "labels": labels}
-    if images:
+    if sample.images:
         encoded["pixel_values"] = prompt["pixel_values"]
         encoded["image_grid_thw"] = prompt["image_grid_thw"]
     return encoded

@@ -110,11 +110,11 @@ def align(values: list[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def sequence_logprobs(model, samples: list, processor, device) -> list[torch.Tensor]:
+def sequence_logprobs(model, samples: list, processor, device, screenshots=None) -> list[torch.Tensor]:
     """Token log-probs of each sample's response under `model`, one 1-D CPU tensor per sample."""
     results = []
     for sample in samples:
-        batch = samples_io.collate([samples_io.encode(sample, processor)], processor.tokenizer.pad_token_id)
+        batch = samples_io.collate([samples_io.encode(sample, processor, screenshots)], processor.tokenizer.pad_token_id)
         with autocast(device):
             logp, mask = samples_io.response_logprobs(model, samples_io.to_device(batch, device))
         results.append(logp[0][mask[0]].float().cpu())
@@ -143,13 +143,14 @@ def sampled_tokens(record: dict, response_ids: list[int], tokenizer) -> tuple[fl
 
 
 @torch.no_grad()
-def old_logprobs(model, samples: list, processor, device) -> tuple[list[torch.Tensor], list[dict | None]]:
+def old_logprobs(model, samples: list, processor, device,
+                 screenshots=None) -> tuple[list[torch.Tensor], list[dict | None]]:
     """sequence_logprobs (π_old), and for each sample whose row carries the sampler's log-probs of the
     same tokens, its absolute gap to π_old's sum at temperature 1 ("raw") and at the sampler's ("sampling")."""
     tokenizer = processor.tokenizer
     results, checks = [], []
     for sample in samples:
-        encoded = samples_io.encode(sample, processor)
+        encoded = samples_io.encode(sample, processor, screenshots)
         ids = encoded["labels"][encoded["labels"] != samples_io.IGNORE_INDEX].tolist()
         sampled = sampled_tokens(sample.record, ids, tokenizer)
         temperatures = (1.0,) if sampled is None or sampled[0] == 1.0 else (1.0, sampled[0])
@@ -213,9 +214,10 @@ def train(config: dict) -> int:
     policy.eval()   # π_old: the policy as it sampled (no dropout either way in Qwen2.5-VL)
     needed = mine or [0]   # a rank without rows still runs its (weight 0) micro steps on row 0
     own = [samples[p] for p in needed]
-    old_values, checks = old_logprobs(policy, own, processor, dist.device)
+    screenshots = samples_io.ScreenshotCache()   # each screenshot preprocessed once for all three passes
+    old_values, checks = old_logprobs(policy, own, processor, dist.device, screenshots)
     old = dict(zip(needed, old_values))
-    ref = dict(zip(needed, sequence_logprobs(reference, own, processor, dist.device)))
+    ref = dict(zip(needed, sequence_logprobs(reference, own, processor, dist.device, screenshots)))
     own_rows = set(mine)   # not the stand-in row 0 of a rank without rows
     check = pi_old_check([checks[n] for n, p in enumerate(needed) if p in own_rows and checks[n] is not None],
                          float(config["pi_old_tolerance"]), dist)
@@ -235,7 +237,8 @@ def train(config: dict) -> int:
                 if dist.any(watch.requested()):
                     raise Cancelled
                 positions = chunk or needed[:1]
-                batch = samples_io.collate([samples_io.encode(samples[p], processor) for p in positions], pad_id)
+                batch = samples_io.collate([samples_io.encode(samples[p], processor, screenshots) for p in positions],
+                                           pad_id)
                 with engine.micro_step(last=index == len(chunks) - 1), autocast(dist.device):
                     logp, mask = samples_io.response_logprobs(engine.model, samples_io.to_device(batch, dist.device))
                     old_logp, ref_logp = align([old[p] for p in positions], mask), align([ref[p] for p in positions], mask)

@@ -249,6 +249,7 @@ def train(config: dict) -> int:
         return saved
 
     pad_id = processor.tokenizer.pad_token_id
+    screenshots = samples_io.ScreenshotCache()
     started = time.time()
     try:
         while step < total:
@@ -262,7 +263,8 @@ def train(config: dict) -> int:
             for index, chunk in enumerate(mine):
                 if dist.any(watch.requested()):
                     raise Cancelled
-                batch = samples_io.collate([samples_io.encode(samples[p], processor) for p in (chunk or positions[:1])],
+                batch = samples_io.collate([samples_io.encode(samples[p], processor, screenshots)
+                                            for p in (chunk or positions[:1])],
                                            pad_id)
                 with engine.micro_step(last=index == len(mine) - 1), autocast(dist.device):
                     logprobs, _ = samples_io.response_logprobs(engine.model, samples_io.to_device(batch, dist.device))
