@@ -252,9 +252,23 @@ def rehearse(args, workdir):
         cut_devices = set(Device.objects.filter(adb_server=names[CUT_HOST]).values_list("pk", flat=True))
         # The cut falls while host 1 is mid-rollout (a trajectory running on its phones), so the
         # recovery path is what the rehearsal exercises, not only the judging of ended rollouts.
-        wait(lambda: Trajectory.objects.filter(run=run, device_id__in=cut_devices, status="running").exists()
-             and CollectionRun.objects.get(pk=run.pk).completed >= args.cut_after, 600,
-             f"{args.cut_after} items done and host 1 busy", processes)
+        def where_the_run_stood(when):  # for a CI log that outlives the work folder
+            items = sorted(WorkItem.objects.filter(kind=kind).values_list("status", "device__adb_server"))
+            rollouts = sorted(Trajectory.objects.filter(run=run).values_list("status", "device__adb_server"))
+            print(f"multihost: {when} the run was {CollectionRun.objects.get(pk=run.pk).status}; "
+                  f"items {items}; trajectories {rollouts}", flush=True)
+
+        def ready_for_the_cut():
+            if CollectionRun.objects.get(pk=run.pk).status == "done":
+                raise TimeoutError("the run ended before host 1 was mid-rollout")  # no wait can help
+            return (Trajectory.objects.filter(run=run, device_id__in=cut_devices, status="running").exists()
+                    and CollectionRun.objects.get(pk=run.pk).completed >= args.cut_after)
+
+        try:
+            wait(ready_for_the_cut, 600, f"{args.cut_after} items done and host 1 busy", processes)
+        except TimeoutError:
+            where_the_run_stood("waiting for the cut,")
+            raise
         held = {item.pk: item.device_id for item in WorkItem.objects.filter(
             kind=kind, status="assigned", device_id__in=cut_devices)}
         with connection.cursor() as cursor:
@@ -266,11 +280,8 @@ def rehearse(args, workdir):
         try:
             wait(lambda: CollectionRun.objects.get(pk=run.pk).status == "done", args.timeout, "the run to finish",
                  processes)
-        except TimeoutError:  # say where the run stood, for a CI log that outlives the work folder
-            items = sorted(WorkItem.objects.filter(kind=kind).values_list("status", "device__adb_server"))
-            rollouts = sorted(Trajectory.objects.filter(run=run).values_list("status", "device__adb_server"))
-            print(f"multihost: at the timeout the run was {CollectionRun.objects.get(pk=run.pk).status}; "
-                  f"items {items}; trajectories {rollouts}", flush=True)
+        except TimeoutError:
+            where_the_run_stood("at the timeout")
             raise
         run.refresh_from_db()
         recovery, settled, neither = [], 0, 0

@@ -1,5 +1,6 @@
 """Shared fixtures: role users, and real worker / web processes on the test database."""
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -49,10 +50,45 @@ def pytest_collection_modifyitems(config, items):
                                     "from the fixtures a test uses (tests/conftest.py, TIER_OF_FIXTURE)")
         tier = tier_of(item)
         item.add_marker(tier)
-        if tier in PROCESS_TIERS:
-            # Under pytest-xdist (`--dist loadgroup`) the tests that start processes run one after
-            # another on one worker, as their timings expect; the others share the remaining cores.
-            item.add_marker(pytest.mark.xdist_group("processes"))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        items[:] = dealt_to_workers(items, workers)
+
+
+# What a module's tests took in a whole-suite run (seconds, modules of 2 s or more), to start the long
+# ones first; a module not listed costs what its tests' tiers usually do. Refresh it from a run's
+# `--durations=0` when the long tests change (README, Tests); a stale figure only costs balance.
+MODULE_SECONDS = json.loads((Path(__file__).parent / "module_seconds.json").read_text())
+TIER_COST = {"pure": 0.005, "database": 0.05, "farm": 1, "worker": 2, "browser": 3, "slow": 10}
+
+
+def dealt_to_workers(items, workers: int) -> list:
+    """The tests in an order for `--dist worksteal`, which gives each worker an equal contiguous count
+    of tests and lets one that runs dry steal another's tail: whole modules (their fixtures set up
+    once) go to the share of least cost that has room, heaviest first, and each share starts with its
+    heaviest module, so that no long test starts near the end and holds the suite up. Every worker
+    computes the same order (xdist checks that they collected the same)."""
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    cost = {name: MODULE_SECONDS.get(name) or sum(TIER_COST[tier_of(item)] for item in tests)
+            for name, tests in modules.items()}
+    room, left = [], len(items)
+    for share in range(workers):   # the counts worksteal sends, in its order
+        room.append(left // (workers - share))
+        left -= room[-1]
+    shares: list[list[tuple[float, list]]] = [[] for _ in range(workers)]
+    loads = [0.0] * workers
+    for name in sorted(modules, key=lambda name: (-cost[name], name)):
+        tests = modules[name]
+        while tests:
+            fits = [share for share in range(workers) if room[share] >= len(tests)]
+            share = min(fits or [share for share in range(workers) if room[share]], key=lambda s: loads[s])
+            part, tests = tests[:room[share]], tests[room[share]:]
+            shares[share].append((cost[name], part))
+            room[share] -= len(part)
+            loads[share] += cost[name] * len(part) / len(modules[name])
+    return [item for share in shares for _, part in sorted(share, key=lambda entry: -entry[0]) for item in part]
 
 
 @pytest.fixture(autouse=True)
