@@ -88,7 +88,22 @@ def dealt_to_workers(items, workers: int) -> list:
             shares[share].append((cost[name], part))
             room[share] -= len(part)
             loads[share] += cost[name] * len(part) / len(modules[name])
-    return [item for share in shares for _, part in sorted(share, key=lambda entry: -entry[0]) for item in part]
+    # In each share, as pytest-django orders the whole run (Django's order): tests on the database in a
+    # rolled-back transaction, then transactional ones (their flush drops what migrations seeded), then
+    # the rest; within each, the heaviest module first.
+    return [item for share in shares
+            for _, _, item in sorted(((django_order(item), -cost, item) for cost, part in share for item in part),
+                                     key=lambda entry: entry[:2])]
+
+
+def django_order(item) -> int:
+    """pytest-django's (and Django's) order: 0 database in a transaction, 1 transactional, 2 no database."""
+    marker = item.get_closest_marker("django_db")
+    fixtures = getattr(item, "fixturenames", ())
+    if (marker and (marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences")
+                    or (marker.args and marker.args[0]))) or "transactional_db" in fixtures or "live_server" in fixtures:
+        return 1
+    return 0 if marker or "db" in fixtures else 2
 
 
 @pytest.fixture(autouse=True)
