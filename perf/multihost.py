@@ -259,10 +259,11 @@ def rehearse(args, workdir):
                   f"items {items}; trajectories {rollouts}", flush=True)
 
         def ready_for_the_cut():
-            if CollectionRun.objects.get(pk=run.pk).status == "done":
+            now = CollectionRun.objects.get(pk=run.pk)
+            if now.status == "done":
                 raise TimeoutError("the run ended before host 1 was mid-rollout")  # no wait can help
-            return (Trajectory.objects.filter(run=run, device_id__in=cut_devices, status="running").exists()
-                    and CollectionRun.objects.get(pk=run.pk).completed >= args.cut_after)
+            return (now.completed >= args.cut_after
+                    and Trajectory.objects.filter(run=run, device_id__in=cut_devices, status="running").exists())
 
         try:
             wait(ready_for_the_cut, 600, f"{args.cut_after} items done and host 1 busy", processes)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,31 +154,25 @@ class ScreenshotCache:
     def __init__(self, max_bytes: int = 2 << 30):
         self.max_bytes, self.bytes = max_bytes, 0
         self._entries: OrderedDict[str, tuple[torch.Tensor, torch.Tensor]] = OrderedDict()
-        self._lock = threading.Lock()
         self.hits = self.misses = 0
 
     def processed(self, path: Path, image_processor) -> tuple[torch.Tensor, torch.Tensor]:
         """(pixel_values, image_grid_thw) of one screenshot, as the processor makes them."""
         key = str(path)
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-                return entry
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return entry
+        self.misses += 1
         with Image.open(path) as image:
-            rgb = image.convert("RGB")
-        out = image_processor(images=[rgb], return_tensors="pt")
+            out = image_processor(images=[image.convert("RGB")], return_tensors="pt")
         entry = (out["pixel_values"], out["image_grid_thw"])
-        size = entry[0].element_size() * entry[0].nelement()
-        with self._lock:
-            self.misses += 1
-            if size <= self.max_bytes and key not in self._entries:
-                self._entries[key] = entry
-                self.bytes += size
-                while self.bytes > self.max_bytes:
-                    _, (pixels, _) = self._entries.popitem(last=False)
-                    self.bytes -= pixels.element_size() * pixels.nelement()
+        self._entries[key] = entry
+        self.bytes += entry[0].element_size() * entry[0].nelement()
+        while self.bytes > self.max_bytes and len(self._entries) > 1:   # the newest is kept: it is in use
+            _, (pixels, _) = self._entries.popitem(last=False)
+            self.bytes -= pixels.element_size() * pixels.nelement()
         return entry
 
 
