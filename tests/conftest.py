@@ -51,7 +51,9 @@ def pytest_collection_modifyitems(config, items):
         tier = tier_of(item)
         item.add_marker(tier)
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if workers > 1:
+    # Only worksteal sends contiguous shares; other modes keep pytest-django's order, which they
+    # hand out in increasing positions (so each worker still sees Django's order).
+    if workers > 1 and config.getoption("dist", "no") == "worksteal":
         items[:] = dealt_to_workers(items, workers)
 
 
