@@ -67,8 +67,13 @@ ARMS = {
     "no_ecdm": "the ECDM's repaired samples: the last round retrained from M1 without them",
     "no_counterfactual": "counterfactual-derived queries: the last round retrained from M1 without their samples",
     "no_rl_rounds": "the loop's RL rounds: round 1's model (schema-guided data only)",
+    "single_judge": "HTSC's second and third judges: the last round retrained from M1 on the judged trajectories "
+                    "as judge A (terminal state) alone would have routed them",
 }
 DEFAULT_ARMS = list(ARMS)
+# The single judge of that arm: A reads the terminal state, what an outcome judge alone would see. No CPT
+# arm: the compact policy is trained by SFT only (training/compact.py), so there is no CPT to switch off.
+SINGLE_JUDGE = "A"
 FINISHED_EVAL = (EvalRun.Status.DONE, EvalRun.Status.FAILED, EvalRun.Status.CANCELLED)
 FINISHED_RUN = (CollectionRun.Status.DONE, CollectionRun.Status.FAILED, CollectionRun.Status.CANCELLED)
 
@@ -307,6 +312,8 @@ def _start_arms(demo, last: str) -> None:
             _evaluate(demo, label, _train(demo, label, m1, sources={"ecdm_repaired": 0, "*": 1}))
         elif name == "no_counterfactual":
             _evaluate(demo, label, _train(demo, label, m1, counterfactual_queries=False))
+        elif name == "single_judge":
+            _evaluate(demo, label, _train(demo, label, m1, success_judge=SINGLE_JUDGE))
         arms[name] = {"label": label, "what": ARMS[name], "compare_to": last}
     demo.state["arms"] = arms
 

@@ -112,9 +112,11 @@ def run_trainer(data_path: Path, out: Path, parent: ModelVersion | None, epochs:
 
 
 def train_compact(name: str, parent: ModelVersion | None = None, *, sources: dict | None = None,
-                  epochs: int = DEFAULT_EPOCHS, seed: int = 0, counterfactual_queries: bool = True) -> ModelVersion:
+                  epochs: int = DEFAULT_EPOCHS, seed: int = 0, counterfactual_queries: bool = True,
+                  success_judge: str | None = None) -> ModelVersion:
     """The compact model `name` (made once: asking again returns it). epochs=0 is the untrained head;
-    counterfactual_queries=False trains without the samples of counterfactual-derived queries (an ablation)."""
+    counterfactual_queries=False trains without the samples of counterfactual-derived queries, and
+    success_judge on the judged trajectories as that one judge would have routed them (ablations)."""
     existing = ModelVersion.objects.filter(name=name).first()
     if existing is not None:
         if existing.kind != ModelVersion.Kind.COMPACT:
@@ -125,7 +127,8 @@ def train_compact(name: str, parent: ModelVersion | None = None, *, sources: dic
     report = {"snapshot": None, "sources": sources or {}, "epochs": epochs}
     if epochs > 0:
         snapshot = create_snapshot(DataSnapshot.Kind.SFT, {"sources": sources or {},
-                                                           "counterfactual_queries": counterfactual_queries},
+                                                           "counterfactual_queries": counterfactual_queries,
+                                                           "success_judge": success_judge},
                                    name=f"{name} training data", background=False)
         if snapshot.status != DataSnapshot.Status.READY:
             raise CompactTrainingError(f"SFT snapshot #{snapshot.pk} is {snapshot.status}: {snapshot.error}")

@@ -21,7 +21,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from flywheel.models import CptEntry, Line, RlQueryEntry, SftEntry
+from flywheel.models import CptEntry, Line, RlQueryEntry, SftEntry, Trajectory
 from flywheel.models.trajectories import GUIDED_LINES
 from flywheel.policies.protocol import DEFAULT_K
 from training.exports import canonical_json, sha256_hex
@@ -38,14 +38,15 @@ from training.exports.chat import (
 from training.exports.rl_parquet import read_rows, rl_row, write_parquet
 from training.models import DataSnapshot
 from training.rules.mixture import DEFAULT_KEY, mix, validate_ratios
+from training.single_judge import SINGLE_JUDGE_SOURCE, SYSTEMS, single_judge_rows
 
 log = logging.getLogger(__name__)
 
-SETTINGS = ("sources", "k", "seed", "limit", "counterfactual_queries")
+SETTINGS = ("sources", "k", "seed", "limit", "counterfactual_queries", "success_judge")
 MAX_K = 32
 RL_STATES = (RlQueryEntry.State.ACTIVE, RlQueryEntry.State.BANKED)
 # The sources a mixture may name per kind (RL channels are free text).
-KNOWN_SOURCES = {"cpt": set(Line.values), "sft": set(SftEntry.Intake.values), "rl": None}
+KNOWN_SOURCES = {"cpt": set(Line.values), "sft": {*SftEntry.Intake.values, SINGLE_JUDGE_SOURCE}, "rl": None}
 EMPTY_POOL = {
     "cpt": "the CPT pool has no entries yet: execute steps on a collection line (every executed step that "
            "passes the CPT cleaning enters the pool), then create the snapshot again",
@@ -81,7 +82,13 @@ def validate_config(kind: str, config: dict | None) -> dict:
     counterfactual = config.get("counterfactual_queries", True)
     if not isinstance(counterfactual, bool):
         raise ValueError(f"counterfactual_queries must be true or false, not {counterfactual!r}")
-    return {"sources": sources, "k": k, "seed": seed, "limit": limit, "counterfactual_queries": counterfactual}
+    judge = config.get("success_judge") or None
+    if judge is not None and (kind != DataSnapshot.Kind.SFT or judge not in SYSTEMS):
+        raise ValueError(f"success_judge is one of {', '.join(SYSTEMS)} (an SFT snapshot as that judge alone "
+                         f"would route it), not {judge!r}" if kind == DataSnapshot.Kind.SFT else
+                         "success_judge applies to SFT snapshots only")
+    return {"sources": sources, "k": k, "seed": seed, "limit": limit, "counterfactual_queries": counterfactual,
+            "success_judge": judge}
 
 
 def _integer(value, key, low, high):
@@ -97,9 +104,12 @@ def _integer(value, key, low, high):
 QUERY_OF_ROW = {"cpt": "step__trajectory__query", "sft": "trajectory__query", "rl": "query"}
 
 
-def pool_rows(kind: str, limit: int | None, counterfactual_queries: bool = True) -> tuple[list, int, int]:
+def pool_rows(kind: str, limit: int | None, counterfactual_queries: bool = True,
+              success_judge: str | None = None, stats: dict | None = None) -> tuple[list, int, int]:
     """(the pool's exportable rows in id order, how many held-out rows were left out, how many rows of
-    counterfactual-derived queries were left out — only when `counterfactual_queries` is False)."""
+    counterfactual-derived queries were left out — only when `counterfactual_queries` is False).
+    `success_judge`: the SFT rows as that judge alone would have routed them (training/single_judge.py;
+    what it changed goes to `stats`)."""
     if kind == DataSnapshot.Kind.CPT:
         rows = CptEntry.objects.select_related(QUERY_OF_ROW[kind])
     elif kind == DataSnapshot.Kind.SFT:
@@ -114,7 +124,19 @@ def pool_rows(kind: str, limit: int | None, counterfactual_queries: bool = True)
         derived_rows = {f"{QUERY_OF_ROW[kind]}__failure_class__isnull": False}
         derived = rows.filter(**derived_rows).count()
         rows = rows.exclude(**derived_rows)
+    if success_judge:
+        judged = Trajectory.objects.exclude(query__evaluation_only=True)
+        if not counterfactual_queries:
+            judged = judged.filter(query__failure_class__isnull=True)
+        rows, changed = single_judge_rows(success_judge, rows, judged)
+        if stats is not None:
+            stats["single_judge"] = changed
     return list(rows[:limit] if limit else rows), excluded, derived
+
+
+def pool_order(row) -> tuple:
+    """Pool rows by id, then the trajectories a single judge added (no pool row) by theirs."""
+    return (row.pk is None, row.pk if row.pk is not None else row.trajectory.pk)
 
 
 def source_of(kind: str, row) -> str:
@@ -157,8 +179,10 @@ def build_snapshot(snapshot: DataSnapshot) -> DataSnapshot:
     partial = directory.with_name(f"{snapshot.pk}.partial")
     try:
         config = validate_config(snapshot.kind, snapshot.config)
-        rows, held_out, derived = pool_rows(snapshot.kind, config["limit"], config["counterfactual_queries"])
-        stats = {"held_out_excluded": held_out, "pool_rows": _count_by(snapshot.kind, rows), "k": config["k"]}
+        stats = {}
+        rows, held_out, derived = pool_rows(snapshot.kind, config["limit"], config["counterfactual_queries"],
+                                            config["success_judge"], stats)
+        stats.update(held_out_excluded=held_out, pool_rows=_count_by(snapshot.kind, rows), k=config["k"])
         if not config["counterfactual_queries"]:
             stats["counterfactual_excluded"] = derived
         if not rows:
@@ -167,7 +191,7 @@ def build_snapshot(snapshot: DataSnapshot) -> DataSnapshot:
         for row in rows:
             by_source.setdefault(source_of(snapshot.kind, row), []).append(row)
         # Pool-row order, a repeated row next to its copies (the sort is stable).
-        selected = sorted(mix(by_source, config["sources"], config["seed"]), key=lambda row: row.pk)
+        selected = sorted(mix(by_source, config["sources"], config["seed"]), key=pool_order)
         stats["selected_rows"] = _count_by(snapshot.kind, selected)
         if not selected:
             return _finish(snapshot, DataSnapshot.Status.EMPTY, stats=stats,
@@ -246,7 +270,7 @@ def _export_chat(snapshot, selected, config, directory: Path) -> dict:
                         skipped.append({"pool_row": row.pk, "step": step.index, "reason": str(sample)})
                     else:
                         samples.append(sample)
-            if samples:
+            if samples and row.pk is not None:  # a single judge's added trajectory is no pool row
                 row_ids.append(row.pk)
             for sample in samples:
                 line = canonical_json(sample.record)

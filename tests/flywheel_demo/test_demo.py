@@ -14,6 +14,8 @@ from flywheel_demo.models import DemoRun
 from flywheel_demo.orchestrator import advance_demo, clean_demo_config, start_demo
 from flywheel_demo.report import last_line, stored_reports, summary
 from tests.conftest import ROOT
+from training.compact import training_report
+from training.models import DataSnapshot
 
 WORKER_ENV = {"ECDM_AUTOMATIC": "1", "ECDM_REPLAY": "0"}
 SLICE = ("notes-create-groceries-l1", "notes-delete-gift-ideas", "notes-pin-meeting", "notes-default-work-l1",
@@ -59,13 +61,19 @@ def test_the_demo_runs_every_round_through_the_services(demo_settings, farm_sett
     # Every evaluation ran on the held-out split only, each round on its own model, M0 → M1 → M2, and each
     # arm retrained from M1; the arm without RL rounds is M1 itself.
     evaluations = EvalRun.objects.filter(pk__in=demo.state["evals"].values())
-    assert {e.split for e in evaluations} == {"held_out"} and evaluations.count() == 5
+    assert {e.split for e in evaluations} == {"held_out"} and evaluations.count() == 6
     models = {label: ModelVersion.objects.get(pk=pk) for label, pk in demo.state["models"].items()}
     assert models["r1"].parent == models["r0"] and models["r2"].parent == models["r1"]
-    assert models["arm:no_ecdm"].parent == models["r1"] and models["arm:no_counterfactual"].parent == models["r1"]
+    assert {models[f"arm:{arm}"].parent for arm in ("no_ecdm", "no_counterfactual", "single_judge")} == {models["r1"]}
     assert {m.kind for m in models.values()} == {"compact"}
     assert {name: arm["label"] for name, arm in demo.state["arms"].items()} == {
-        "no_ecdm": "arm:no_ecdm", "no_counterfactual": "arm:no_counterfactual", "no_rl_rounds": "r1"}
+        "no_ecdm": "arm:no_ecdm", "no_counterfactual": "arm:no_counterfactual", "no_rl_rounds": "r1",
+        "single_judge": "arm:single_judge"}
+    # The single-judge arm trained on the same judged trajectories routed by judge A's vote alone.
+    single = DataSnapshot.objects.get(pk=training_report(models["arm:single_judge"])["snapshot"])
+    assert single.config["success_judge"] == "A" and set(single.stats["single_judge"]) == {
+        "system", "judged_rows_dropped", "added"}
+    assert {row["arm"] for row in report["arms"]} == set(demo.state["arms"])
     # Round 1 trained on the schema-guided line's verified trajectories of generated queries. No line but
     # the benchmark's drew a farm task, and none touched the app held out whole.
     assert report["rounds"][1]["training"]["steps_used"] > 0 and report["rounds"][1]["pools"]["sft"] > 0

@@ -222,7 +222,8 @@ def test_the_same_rows_and_config_give_the_same_hash_and_tampering_is_found():
     assert create_snapshot("sft", {"k": 1}).content_hash != first.content_hash
     manifest = json.loads((Path(first.directory) / "manifest.json").read_text())
     assert manifest["content_hash"] == first.content_hash and manifest["protocol"] == {"k": 2}
-    assert manifest["config"] == {"sources": {}, "k": 2, "seed": 0, "limit": None, "counterfactual_queries": True}
+    assert manifest["config"] == {"sources": {}, "k": 2, "seed": 0, "limit": None, "counterfactual_queries": True,
+                                  "success_judge": None}
     image = next(iter(manifest["images"]))
     (Path(first.directory) / image).write_bytes(frame("tampered"))
     problems = verify_snapshot(first)
@@ -247,6 +248,46 @@ def test_an_ablation_leaves_out_the_samples_of_counterfactual_derived_queries():
     assert create_snapshot("sft", {}).row_ids == [kept.pk, derived.pk]
     without = create_snapshot("sft", {"counterfactual_queries": False})
     assert without.row_ids == [kept.pk] and without.stats["counterfactual_excluded"] == 1
+
+
+def judged(trajectory, outcome, **votes):
+    """HTSC's verdict on the trajectory and each system's vote (a re-judging adds a later vote)."""
+    from flywheel.models import Verdict, Vote
+
+    Verdict.objects.create(trajectory=trajectory, outcome=outcome)
+    for system, vote in votes.items():
+        Vote.objects.create(trajectory=trajectory, system=system, vote=vote)
+    return trajectory
+
+
+def test_a_single_judge_routes_the_judged_trajectories_as_it_alone_would():
+    """The demo's single_judge arm: HTSC's admissions that judge A rejects go, what A alone calls a
+    success joins (a false success B and C caught), what HTSC never judged stays."""
+    agreed = sft(judged(make_trajectory(n_steps=1), "true", A="true", B="true", C="true"))
+    outvoted = sft(judged(make_trajectory(n_steps=1), "true", A="false", B="true", C="true"))
+    adjudicated = sft(judged(make_trajectory(n_steps=1), "undetermined", A="true", B="false", C="abstain"),
+                      "adjudicated")
+    repaired = sft(judged(make_trajectory(n_steps=1), "false", A="false", B="false", C="false"), "ecdm_repaired")
+    semi_auto = sft(make_trajectory(n_steps=1, line="semi_auto"), "semi_auto_verified")
+    caught = judged(make_trajectory(n_steps=2), "false", A="true", B="false", C="false")
+    changed_mind = judged(make_trajectory(n_steps=1), "false", A="true", B="false", C="false")
+    from flywheel.models import Vote
+
+    Vote.objects.create(trajectory=changed_mind, system="A", vote="false")  # re-judged: the latest vote counts
+    judged(make_trajectory(query=make_query(evaluation_only=True), n_steps=1), "false", A="true")  # held out
+    make_trajectory(n_steps=1)  # never judged
+    snapshot = create_snapshot("sft", {"success_judge": "A"})
+    assert snapshot.status == "ready", snapshot.error
+    assert snapshot.row_ids == [agreed.pk, adjudicated.pk, repaired.pk, semi_auto.pk]
+    assert outvoted.pk not in snapshot.row_ids
+    assert snapshot.stats["single_judge"] == {"system": "A", "judged_rows_dropped": 1, "added": 1}
+    assert snapshot.stats["pool_rows"] == {"adjudicated": 1, "ecdm_repaired": 1, "htsc_true": 1,
+                                           "semi_auto_verified": 1, "single_judge_true": 1}
+    manifest = json.loads((Path(snapshot.directory) / "manifest.json").read_text())
+    added = [row for row in manifest["rows"] if row["source"] == "single_judge_true"]
+    assert [row["trajectory"] for row in added] == [caught.pk, caught.pk] and added[0]["pool_row"] is None
+    assert verify_snapshot(snapshot) == []
+    assert create_snapshot("sft", {}).row_ids == [agreed.pk, outvoted.pk, adjudicated.pk, repaired.pk, semi_auto.pk]
 
 
 # -- CPT --------------------------------------------------------------------------------------------------
@@ -387,7 +428,9 @@ def test_any_other_failure_is_recorded_and_leaves_no_files(settings, tmp_path):
     ("sft", {"sources": {"htsc_tru": 1}}, "'htsc_tru'"), ("cpt", {"k": 0}, "k must be"),
     ("rl", {"seed": "x"}, "seed must be an integer"), ("sft", {"limit": 0}, "limit"),
     ("dpo", {}, "unknown snapshot kind"), ("sft", [], "JSON object"),
-    ("sft", {"counterfactual_queries": "no"}, "counterfactual_queries must be true or false")])
+    ("sft", {"counterfactual_queries": "no"}, "counterfactual_queries must be true or false"),
+    ("sft", {"success_judge": "D"}, "success_judge is one of A, B, C"),
+    ("cpt", {"success_judge": "A"}, "SFT snapshots only")])
 def test_a_bad_config_is_refused_with_the_key_named_and_nothing_recorded(kind, config, named):
     with pytest.raises(ValueError, match=named):
         create_snapshot(kind, config)
