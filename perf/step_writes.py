@@ -27,8 +27,10 @@ before its migration is written).
 
     .venv/bin/python perf/step_writes.py [--phones 1000] [--hosts 10] [--seconds 30]
 
-Ends with one line (steps/s of the saturated pass, p95 of the paced pass):
-`writes: step_writes_per_s=<n> write_p95_ms=<n> phones=<n> hosts=<n>`.
+Ends with one line (steps/s and CPU per step of the saturated pass, p95 of the paced pass; the host
+CPU is the worker processes', the database's its backends' serving the bench; connections: hosts ×
+db_slots): `writes: step_writes_per_s=<n> write_p95_ms=<n> host_cpu_ms_per_step=<n>
+db_cpu_ms_per_step=<n> connections=<n> phones=<n> hosts=<n>`.
 """
 import argparse
 import json
@@ -277,8 +279,11 @@ def run(phones=1000, hosts=10, seconds=30, warmup_s=5.0, phone_time_s=2.0, repea
     finally:
         recreate_database(url, drop_only=True)
         shutil.rmtree(var, ignore_errors=True)
+    saturated = passes["saturated"]["cpu_ms_per_step"]
     return {"step_writes_per_s": passes["saturated"]["step_writes_per_s"],
-            "write_p95_ms": passes["paced"]["write_p95_ms"], "phones": phones, "hosts": hosts, **passes}
+            "write_p95_ms": passes["paced"]["write_p95_ms"], "host_cpu_ms_per_step": saturated["workers"],
+            "db_cpu_ms_per_step": saturated["postgres_bench"], "connections": hosts * db_slots,
+            "phones": phones, "hosts": hosts, **passes}
 
 
 def main():
@@ -295,6 +300,8 @@ def main():
     args = parser.parse_args()
     result = run(args.phones, args.hosts, args.seconds, args.warmup, args.phone_time, args.repeat_share, args.db_slots)
     print(f"writes: step_writes_per_s={result['step_writes_per_s']:.1f} write_p95_ms={result['write_p95_ms']:.0f} "
+          f"host_cpu_ms_per_step={result['host_cpu_ms_per_step']:.1f} "
+          f"db_cpu_ms_per_step={result['db_cpu_ms_per_step']:.1f} connections={result['connections']} "
           f"phones={args.phones} hosts={args.hosts}")
 
 

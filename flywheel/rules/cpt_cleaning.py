@@ -7,20 +7,40 @@ its action is malformed.
 import io
 
 import imagehash
+import numpy as np
+import pyspng
 from PIL import Image, ImageStat
 
 from devices.actions import RESOLVED_FIELDS, ActionError, normalize_action
 
 HASH_SIZE = 8
 BLANK_STDDEV = 3.0
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DUPLICATE_DISTANCE = 4  # differing bits of 64 below which two frames are the same screen
+
+
+def _full_gray(png: bytes) -> Image.Image:
+    """The frame in grey, as Pillow's convert("L") makes it. libspng (pyspng) decodes a phone's
+    1080×2400 PNG in half Pillow's time, straight into RGBA that Pillow wraps without a copy: the
+    same pixels, so the same hashes (tests/flywheel/rules/test_cpt_cleaning.py). Pillow decodes what
+    libspng refuses, and 16-bit PNGs (Pillow clips their grey, libspng scales it)."""
+    pixels = None
+    if png[:8] == PNG_SIGNATURE and len(png) > 24 and png[24] <= 8:  # IHDR's bit depth
+        try:
+            pixels = pyspng.load(png, format="RGBA")
+        except Exception:  # pyspng raises plain Exceptions for what it cannot read
+            pixels = None
+    if pixels is None or pixels.dtype != np.uint8:
+        with Image.open(io.BytesIO(png)) as image:
+            return image.convert("L")
+    height, width, _ = pixels.shape
+    return Image.frombuffer("RGBA", (width, height), pixels, "raw", "RGBA", 0, 1).convert("L")
 
 
 def _small_gray(png: bytes) -> Image.Image:
     """The frame decoded once, in grey, box-reduced to about 64 px on its short side: hashing and
     the blank test need no more, and resampling a full 1080×2400 frame dominated their cost."""
-    with Image.open(io.BytesIO(png)) as image:
-        gray = image.convert("L")
+    gray = _full_gray(png)
     factor = max(1, min(gray.size) // 64)
     return gray.reduce(factor) if factor > 1 else gray
 
