@@ -102,6 +102,11 @@ TEMPLATES = [
 WSGI_APPLICATION = "config.wsgi.application"
 ASGI_APPLICATION = "config.asgi.application"
 
+# A process's threads share at most this many PostgreSQL connections (Django's psycopg pool; 0: one
+# per thread). A phone host's driver hands its connection back between steps (devices/db_pool.py),
+# so 100 phones need a few connections, not 100. Pooled connections are never kept per thread.
+DATABASE_POOL_SIZE = int(os.environ.get("DATABASE_POOL_SIZE", "0"))
+DATABASE_POOL_TIMEOUT_S = float(os.environ.get("DATABASE_POOL_TIMEOUT_S", "30"))  # waiting for a free one
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'flywheel.sqlite3'}"),
@@ -124,6 +129,11 @@ elif DATABASES["default"]["ENGINE"].endswith("postgresql"):
     for option, value in {"connect_timeout": 10, "tcp_user_timeout": 30_000, "keepalives": 1,
                           "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}.items():
         DATABASES["default"].setdefault("OPTIONS", {}).setdefault(option, value)
+    if DATABASE_POOL_SIZE > 0:
+        DATABASES["default"]["OPTIONS"]["pool"] = {
+            "min_size": 1, "max_size": DATABASE_POOL_SIZE,
+            "timeout": DATABASE_POOL_TIMEOUT_S}
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

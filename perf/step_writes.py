@@ -10,8 +10,9 @@ screen's elements, five-tag CoT, an endpoint-sized model_io, trajectories of 6 t
 
 The deployment: `hosts` worker processes, one per ADB host as the per-host collection queues
 have it, each driving its phones on threads (driver.drive_host: one thread per phone). Each host
-writes through `db_slots` database connections: 1,000 phones holding one each would need 1,000
-PostgreSQL backends (max_connections is 100 here), so a pooler's share per host is modelled.
+writes through a pool of `db_slots` database connections (DATABASE_POOL_SIZE, the product's
+setting: each phone thread hands its connection back between steps, as the driver does): 1,000
+phones holding one each would need 1,000 PostgreSQL backends (max_connections is 100 here).
 
 Two passes over the same database, `seconds` each after `warmup_s`:
 - saturated: every phone writes as fast as its host lets it (sustained steps/s);
@@ -28,8 +29,8 @@ before its migration is written).
     .venv/bin/python perf/step_writes.py [--phones 1000] [--hosts 10] [--seconds 30]
 
 Ends with one line (steps/s and CPU per step of the saturated pass, p95 of the paced pass; the host
-CPU is the worker processes', the database's its backends' serving the bench; connections: hosts ×
-db_slots): `writes: step_writes_per_s=<n> write_p95_ms=<n> host_cpu_ms_per_step=<n>
+CPU is the worker processes', the database's its backends' serving the bench; connections: the
+bench database's backends seen during the passes): `writes: step_writes_per_s=<n> write_p95_ms=<n> host_cpu_ms_per_step=<n>
 db_cpu_ms_per_step=<n> connections=<n> phones=<n> hosts=<n>`.
 """
 import argparse
@@ -173,6 +174,7 @@ def measure(label: str, var: Path, env: dict, url: str, hosts: int, seconds: flo
     (run_dir / "params.json").write_text(json.dumps({
         "frames": str(var / "frames"), "seconds": seconds, "warmup_s": warmup_s, "phone_time_s": phone_time_s,
         "repeat_share": repeat_share, "db_slots": db_slots, "seed": label}))
+    env = {**env, "DATABASE_POOL_SIZE": str(db_slots)}  # each host's threads share its pool
     with open(run_dir / "hosts.log", "wb") as log:
         workers = [subprocess.Popen([sys.executable, str(HOST_SCRIPT), str(run_dir), str(i)], cwd=ROOT, env=env,
                                     stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
@@ -233,12 +235,14 @@ def summarize(label, results, before, after, window) -> dict:
         "cpu_ms_per_step": {"workers": seconds(delta["workers"]) * 1000 / steps,
                             "postgres_bench": seconds(delta["backends"]) * 1000 / steps},
         "cpt": verdicts, "errors": sum(r["error_count"] for r in results),
+        "connections": max(len(before["backends"]), len(after["backends"])),  # the bench database's backends
         "first_error": next((e for r in results for e in r["errors"]), "")}
 
 
 def report(result: dict, phones: int, hosts: int, db_slots: int) -> None:
     cpu, per_step = result["cpu_cores"], result["cpu_ms_per_step"]
-    print(f"{result['label']}: {phones} phones on {hosts} hosts ({db_slots} connections each): "
+    print(f"{result['label']}: {phones} phones on {hosts} hosts (a pool of {db_slots} connections each; "
+          f"{result['connections']} open on the server): "
           f"{result['steps']} steps = {result['step_writes_per_s']:.1f} steps/s; write p50 "
           f"{result['write_p50_ms']:.0f} ms, p95 {result['write_p95_ms']:.0f} ms (stages p50: "
           + ", ".join(f"{k} {v:.0f}" for k, v in result["stage_p50_ms"].items())
@@ -282,7 +286,8 @@ def run(phones=1000, hosts=10, seconds=30, warmup_s=5.0, phone_time_s=2.0, repea
     saturated = passes["saturated"]["cpu_ms_per_step"]
     return {"step_writes_per_s": passes["saturated"]["step_writes_per_s"],
             "write_p95_ms": passes["paced"]["write_p95_ms"], "host_cpu_ms_per_step": saturated["workers"],
-            "db_cpu_ms_per_step": saturated["postgres_bench"], "connections": hosts * db_slots,
+            "db_cpu_ms_per_step": saturated["postgres_bench"],
+            "connections": max(passes[label]["connections"] for label in passes),
             "phones": phones, "hosts": hosts, **passes}
 
 

@@ -15,7 +15,6 @@ import threading
 import time
 import traceback
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +27,7 @@ django.setup()
 from django.db import connection
 
 from devices.actions import normalize_action
+from devices.db_pool import release_connection
 from devices.executor import ActionResult
 from devices.models import Device
 from devices.observation import Observation
@@ -216,9 +216,12 @@ def start_mid_trajectory(phones: list[BenchPhone]) -> None:
 
 # -- the write of one step -----------------------------------------------------------------------
 
-def write_step(phone: BenchPhone, observation, proposal, element, queued: float) -> dict:
-    """observe → propose → execute, as the engine persists them (runs on a database slot)."""
+def write_step(phone: BenchPhone, observation, proposal, element) -> dict:
+    """observe → propose → execute, as the engine persists them, on a connection of the host's pool
+    (DATABASE_POOL_SIZE), handed back afterwards as the engine does between steps."""
     statements = []
+    queued = time.monotonic()
+    connection.ensure_connection()  # a free connection of the pool (the wait for one is reported apart)
     started = time.monotonic()
     with connection.execute_wrapper(lambda execute, sql, *rest: (statements.append(1), execute(sql, *rest))[1]):
         if phone.trajectory is None:
@@ -239,13 +242,14 @@ def write_step(phone: BenchPhone, observation, proposal, element, queued: float)
         Trajectory.objects.filter(pk=phone.trajectory.pk).update(status=Trajectory.Status.COMPLETED,
                                                                  stop_kind=outcome.stop.kind,
                                                                  stop_reason=outcome.stop.detail)
+    release_connection()
     return {"end": time.time(), "wait_ms": (started - queued) * 1000, "write_ms": (done - started) * 1000,
             "observe_ms": (observed - started) * 1000, "propose_ms": (proposed - observed) * 1000,
             "execute_ms": (done - proposed) * 1000, "statements": len(statements),
             "cpt": step.audit.get("cpt", "")}
 
 
-def drive(phone: BenchPhone, slots, phone_time_s, until, records, errors):
+def drive(phone: BenchPhone, phone_time_s, until, records, errors):
     """One phone's thread: between two writes it spends `phone_time_s` (±20%) on the phone and the
     model; 0 writes as fast as the host allows."""
     while time.time() < until:
@@ -256,9 +260,10 @@ def drive(phone: BenchPhone, slots, phone_time_s, until, records, errors):
         observation = phone.observe()
         proposal, element = phone.decide(last=phone.index == phone.length - 1)
         try:
-            records.append(slots.submit(write_step, phone, observation, proposal, element, time.monotonic()).result())
+            records.append(write_step(phone, observation, proposal, element))
         except Exception:
             errors.append(traceback.format_exc())
+            connection.close()  # a failed write's connection goes back too
             phone.trajectory = None
             continue
         phone.index += 1
@@ -274,12 +279,8 @@ def main(run_dir: Path, index: int):
     phones = [BenchPhone(device, frames[n % len(frames)], queries, f"{params['seed']}:{device.serial}",
                          params["repeat_share"]) for n, device in enumerate(devices)]
     start_mid_trajectory(phones)
-    slots = ThreadPoolExecutor(params["db_slots"], thread_name_prefix=f"db{index}")
-    connected = threading.Barrier(params["db_slots"])
-    opened = [slots.submit(lambda: (connection.ensure_connection(), connected.wait(timeout=60)))
-              for _ in range(params["db_slots"])]  # every slot connects before the clock starts
-    for future in opened:
-        future.result()
+    connection.close()  # the set-up's connection back to the pool
+    connection.pool.wait(timeout=60)  # its connections open before the clock starts
     (run_dir / f"ready-{index}").touch()
     while not (run_dir / "go").exists():
         time.sleep(0.05)
@@ -287,13 +288,12 @@ def main(run_dir: Path, index: int):
     time.sleep(max(0.0, start - time.time()))
     until = start + params["warmup_s"] + params["seconds"]
     records, errors = [], []
-    threads = [threading.Thread(target=drive, args=(phone, slots, params["phone_time_s"], until, records, errors),
+    threads = [threading.Thread(target=drive, args=(phone, params["phone_time_s"], until, records, errors),
                                 daemon=True) for phone in phones]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    slots.shutdown(wait=True)
     (run_dir / f"host-{index}.json").write_text(json.dumps({"records": records, "errors": errors[:5],
                                                             "error_count": len(errors)}))
 

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 
 from devices import health, leases, scheduling
+from devices.db_pool import release_connection
 from devices.models import Device, WorkItem
 from devices.phone import PhoneConnection
 from flywheel.collection.engine import (
@@ -140,6 +141,7 @@ def drive_host(run_id, address, phones, budget_s=None):
                                 name=f"run{run_id}-{device.serial}", daemon=True) for device, lease in leased]
     for thread in threads:
         thread.start()
+    release_connection()  # the phones' threads write; this one only waits for them
     try:
         for thread in threads:
             thread.join()

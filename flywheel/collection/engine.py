@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from devices import leases
 from devices.anomaly_injection import maybe_inject
+from devices.db_pool import release_connection
 from devices.executor import ActionExecutor
 from devices.observation import observe
 from devices.phone import PhoneConnection, PhoneUnavailable
@@ -160,6 +161,7 @@ def collect_steps(trajectory: Trajectory, phone: PhoneConnection, policy, config
                     return LEASE_LOST
                 outcome = recorder.execute(step, proposal.action, executor, hierarchy_xml=observation.hierarchy_xml,
                                            step_started=step_started, claim=False)
+            release_connection()  # while the phone shows the next screen, another phone of this host writes
             if not outcome.ok:
                 if outcome.result.lease_lost:
                     return LEASE_LOST

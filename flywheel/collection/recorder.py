@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from devices.db_pool import release_connection
 from devices.executor import ActionExecutor, ActionResult
 from devices.observation import Observation
 from flywheel.blobs import read_blob, store_blob
@@ -145,7 +146,9 @@ def propose(step: Step, observation: Observation, policy, k: int = 5) -> Proposa
     started = time.monotonic()
     try:
         try:
-            proposal = policy.propose(policy_state(step.trajectory, observation, k=k))
+            state = policy_state(step.trajectory, observation, k=k)
+            release_connection()  # while the model thinks (seconds), another phone of this host writes
+            proposal = policy.propose(state)
         except (ValueError, TypeError) as error:  # e.g. a model version's malformed sampling config
             raise PolicyError(f"the policy is misconfigured: {error}") from error
     except PolicyError as error:
