@@ -5,7 +5,9 @@ snapshot with `success_judge` reads the same judged trajectories as if one syste
 - kept: pool rows HTSC did not judge (ECDM-repaired, semi-automatic) stay as they are;
 - the judged intakes (HTSC True, adjudicated) keep only trajectories the judge calls True;
 - every other judged trajectory the judge calls True joins (source `single_judge_true`): the
-  false successes a second and third judge would have caught.
+  false successes a second and third judge would have caught. It passes the SFT intake's
+  consistency gate as routing would have run it (flywheel/pools/sft.py), without a model to
+  regenerate reasoning: a step the gate fails gives no sample (as "no regenerator" would).
 A trajectory counts as judged once HTSC wrote a verdict on it; its judge's latest vote decides.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from django.db.models import OuterRef, Subquery
 
 from flywheel.models import SftEntry, Trajectory, Vote, VoteValue
+from flywheel.pools.sft import run_gate
 
 JUDGED_INTAKES = (SftEntry.Intake.HTSC_TRUE, SftEntry.Intake.ADJUDICATED)
 SINGLE_JUDGE_SOURCE = "single_judge_true"
@@ -25,6 +28,7 @@ SYSTEMS = tuple(Vote.System.values)
 class JudgedRow:
     """A judged trajectory that is not in the SFT pool but the single judge calls a success."""
     trajectory: Trajectory
+    not_labels: frozenset = frozenset()  # step indices the consistency gate fails
     pk: None = None
     intake: str = SINGLE_JUDGE_SOURCE
 
@@ -51,5 +55,6 @@ def single_judge_rows(system: str, pool_rows, trajectories) -> tuple[list, dict]
                 dropped += 1
                 continue
         rows.append(row)
-    added = [JudgedRow(trajectory) for trajectory in says_true.exclude(pk__in=in_pool).order_by("pk")]
+    added = [JudgedRow(trajectory, frozenset(issue.step_index for issue in run_gate(trajectory).issues))
+             for trajectory in says_true.exclude(pk__in=in_pool).order_by("pk")]
     return rows + added, {"system": system, "judged_rows_dropped": dropped, "added": len(added)}

@@ -21,7 +21,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from flywheel.models import CptEntry, Line, RlQueryEntry, SftEntry, Trajectory
+from flywheel.models import CptEntry, Destination, Line, RlQueryEntry, SftEntry, Trajectory
 from flywheel.models.trajectories import GUIDED_LINES
 from flywheel.policies.protocol import DEFAULT_K
 from training.exports import canonical_json, sha256_hex
@@ -125,7 +125,8 @@ def pool_rows(kind: str, limit: int | None, counterfactual_queries: bool = True,
         derived = rows.filter(**derived_rows).count()
         rows = rows.exclude(**derived_rows)
     if success_judge:
-        judged = Trajectory.objects.exclude(query__evaluation_only=True)
+        # What routing could pool: a benchmark rollout's destination is its evaluation, never a pool.
+        judged = Trajectory.objects.exclude(query__evaluation_only=True).exclude(destination=Destination.BENCHMARK)
         if not counterfactual_queries:
             judged = judged.filter(query__failure_class__isnull=True)
         rows, changed = single_judge_rows(success_judge, rows, judged)
@@ -262,7 +263,8 @@ def _export_chat(snapshot, selected, config, directory: Path) -> dict:
                     built = [(row.step, _try(step_sample, row.step, config["k"], frames, meta))]
                 else:
                     meta["query"] = row.trajectory.query_id
-                    built = list(trajectory_samples(row.trajectory, config["k"], frames, meta))
+                    built = list(trajectory_samples(row.trajectory, config["k"], frames, meta,
+                                                    getattr(row, "not_labels", frozenset())))
                     masked += masked_step_count(row.trajectory)
                     not_labels += not_label_step_count(row.trajectory)
                 for step, sample in built:

@@ -274,18 +274,26 @@ def test_a_single_judge_routes_the_judged_trajectories_as_it_alone_would():
     from flywheel.models import Vote
 
     Vote.objects.create(trajectory=changed_mind, system="A", vote="false")  # re-judged: the latest vote counts
+    # Added trajectories pass the consistency gate as routing would run it: a step whose Decision is not
+    # its action gives no sample (and nothing is written on the step).
+    gated = judged(make_trajectory(n_steps=2), "false", A="true", B="false", C="false")
+    Step.objects.filter(trajectory=gated, index=1).update(cot={**cot(1), "Decision": "Swipe up the list"})
+    benchmark = judged(make_trajectory(n_steps=1), "true", A="true", B="true", C="true")
+    Trajectory.objects.filter(pk=benchmark.pk).update(destination="benchmark")  # never a pool's
     judged(make_trajectory(query=make_query(evaluation_only=True), n_steps=1), "false", A="true")  # held out
     make_trajectory(n_steps=1)  # never judged
     snapshot = create_snapshot("sft", {"success_judge": "A"})
     assert snapshot.status == "ready", snapshot.error
     assert snapshot.row_ids == [agreed.pk, adjudicated.pk, repaired.pk, semi_auto.pk]
     assert outvoted.pk not in snapshot.row_ids
-    assert snapshot.stats["single_judge"] == {"system": "A", "judged_rows_dropped": 1, "added": 1}
+    assert snapshot.stats["single_judge"] == {"system": "A", "judged_rows_dropped": 1, "added": 2}
     assert snapshot.stats["pool_rows"] == {"adjudicated": 1, "ecdm_repaired": 1, "htsc_true": 1,
-                                           "semi_auto_verified": 1, "single_judge_true": 1}
+                                           "semi_auto_verified": 1, "single_judge_true": 2}
     manifest = json.loads((Path(snapshot.directory) / "manifest.json").read_text())
     added = [row for row in manifest["rows"] if row["source"] == "single_judge_true"]
-    assert [row["trajectory"] for row in added] == [caught.pk, caught.pk] and added[0]["pool_row"] is None
+    assert [(row["trajectory"], row["step"]) for row in added] == [(caught.pk, 0), (caught.pk, 1), (gated.pk, 0)]
+    assert {row["pool_row"] for row in added} == {None}
+    assert set(Step.objects.filter(trajectory=gated).values_list("label_gate", flat=True)) == {""}
     assert verify_snapshot(snapshot) == []
     assert create_snapshot("sft", {}).row_ids == [agreed.pk, outvoted.pk, adjudicated.pk, repaired.pk, semi_auto.pk]
 

@@ -185,16 +185,16 @@ def executed_steps(trajectory) -> list:
     return list(trajectory.steps.filter(executed_action__isnull=False).order_by("index"))
 
 
-def trajectory_samples(trajectory, k: int, frames: FrameCache, meta: dict):
+def trajectory_samples(trajectory, k: int, frames: FrameCache, meta: dict, not_labels=frozenset()):
     """SFT: (step, ChatSample or SkippedSample) for each executed step that carries a loss.
 
     A step with label_masked (repetition-to-reflection), or one SFT intake's consistency gate found
-    no training label (§2.3.6), gives no sample, but its text stays in the history of the steps
-    after it, as it was when they ran.
+    no training label (§2.3.6; `not_labels`: step indices a gate run for the export found so), gives
+    no sample, but its text stays in the history of the steps after it, as it was when they ran.
     """
     steps = executed_steps(trajectory)
     for position, step in enumerate(steps):
-        if not is_training_label(step):
+        if not is_training_label(step) or step.index in not_labels:
             continue
         try:
             yield step, build_sample(trajectory.query.text, steps[:position], step, k, frames, meta)
