@@ -7,7 +7,6 @@ its action is malformed.
 import io
 
 import imagehash
-import numpy as np
 import pyspng
 from PIL import Image, ImageStat
 
@@ -30,7 +29,7 @@ def _full_gray(png: bytes) -> Image.Image:
             pixels = pyspng.load(png, format="RGBA")
         except Exception:  # pyspng raises plain Exceptions for what it cannot read
             pixels = None
-    if pixels is None or pixels.dtype != np.uint8:
+    if pixels is None:
         with Image.open(io.BytesIO(png)) as image:
             return image.convert("L")
     height, width, _ = pixels.shape
