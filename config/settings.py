@@ -350,6 +350,11 @@ ECDM_RECUR_MIN_QUERIES = int(os.environ.get("ECDM_RECUR_MIN_QUERIES", "2"))
 ECDM_DERIVE_PER_CLASS = int(os.environ.get("ECDM_DERIVE_PER_CLASS", "6"))
 ECDM_CLASS_SIMILARITY = float(os.environ.get("ECDM_CLASS_SIMILARITY", "0.75"))
 ECDM_AUTOMATIC = env_bool("ECDM_AUTOMATIC", True)
+# The hand-back channel (flywheel/collection/handback.py): every routed trajectory is read for the
+# states a real farm cannot inject, and each gives a targeted sample; the target per class is what
+# the Hand-back page counts against (§2.3.7: ~5,000 samples over 14 classes).
+HANDBACK_SAMPLES = env_bool("HANDBACK_SAMPLES", True)
+HANDBACK_TARGET_PER_CLASS = int(os.environ.get("HANDBACK_TARGET_PER_CLASS", "360"))
 # A Teacher's or person's step correction is replayed on a phone (prefix, correction, continuation).
 ECDM_REPLAY = env_bool("ECDM_REPLAY", True)
 # The self-evolution loop's trainer: compact models train in one step, served models by SFT then RL

@@ -6,8 +6,10 @@ Each kind is injected with ordinary ADB commands where Android has one (`cmd not
 `dumpsys battery`, `svc wifi/data`, `cmd connectivity airplane-mode`). Kinds Android cannot produce
 from a shell (a permission dialog out of the blue, a slow network without root, an ad) use the
 virtual farm's broadcast `am broadcast -a com.sim.ANOMALY --es kind K`; a real phone ignores that
-broadcast, and the record says `"via": "farm"` so the caller knows. Handoff states that cannot be
-injected on real phones (login expiry, CAPTCHA, payment verification) are not offered.
+broadcast, and the record says `"via": "farm"` so the caller knows; WHERE_IT_WORKS says it per kind
+(the launch form shows it). Handoff states that cannot be injected on real phones (login expiry,
+CAPTCHA, payment verification...) are not offered: the hand-back channel gathers them where they
+occur (flywheel/collection/handback.py).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import random
 from datetime import UTC, datetime
 
 from devices.phone import PhoneUnavailable
+from devices.uitree import all_nodes, parse_hierarchy
 
 FARM_ANOMALY = "com.sim.ANOMALY"
 LOW_BATTERY_LEVEL = 12
@@ -76,6 +79,15 @@ def anomaly_command(kind: str, rng: random.Random, package: str | None = None) -
     raise AnomalyError(f"unknown anomaly kind {kind!r}; known: {', '.join(KINDS)}")
 
 
+ANY_PHONE, FARM_ONLY = "any phone", "virtual farm only"
+
+
+def where_it_works(kind: str) -> str:
+    """Any phone when the kind is injected with ordinary ADB commands alone; else the farm only."""
+    _, via = anomaly_command(kind, random.Random(0), "com.example.app")
+    return ANY_PHONE if via == "adb" else FARM_ONLY
+
+
 def inject_anomaly(phone, kind: str, rng: random.Random | None = None, package: str | None = None) -> dict:
     """Inject one anomaly now; returns {"kind", "command", "at", "via", "package"} for the step."""
     rng = rng or random.Random()
@@ -110,10 +122,20 @@ CLEAR_COMMANDS = [
     "svc wifi enable", "svc data enable", "cmd connectivity airplane-mode disable", "dumpsys battery reset",
     f"am broadcast -a {FARM_ANOMALY} --es kind clear",  # the farm's overlays; ignored by real phones
 ]
+SYSTEM_UI = "com.android.systemui"
+DIALOG_BUTTONS = ("android:id/button1", "android:id/button2")
+MAX_BACKS = 3
+
+
+def system_dialog_shown(phone) -> bool:
+    """A SystemUI alert (low battery, storage) is up: such a window stays until it is answered."""
+    return any(node.package == SYSTEM_UI and node.resource_id in DIALOG_BUTTONS
+               for node in all_nodes(parse_hierarchy(phone.dump_hierarchy())))
 
 
 def clear_anomalies(phone) -> list[str]:
-    """Network back on, battery back to real, injected overlays gone. Returns what failed."""
+    """Network back on, battery back to real, injected overlays gone. Returns what failed.
+    A battery or storage alert outlives its cause on a real phone: Back closes it, as a person would."""
     failed = []
     for command in CLEAR_COMMANDS:
         try:
@@ -123,4 +145,14 @@ def clear_anomalies(phone) -> list[str]:
             continue
         if code != 0:
             failed.append(f"{command}: {output.strip()[-200:]}")
+    try:
+        for _ in range(MAX_BACKS):
+            if not system_dialog_shown(phone):
+                break
+            phone.shell("input keyevent KEYCODE_BACK")
+    except PhoneUnavailable as error:
+        failed.append(f"closing a system alert: {error}")
     return failed
+
+
+WHERE_IT_WORKS = {kind: where_it_works(kind) for kind in KINDS}

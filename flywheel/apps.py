@@ -11,7 +11,7 @@ class FlywheelConfig(AppConfig):
         # imports stay here, as modules that define or use models cannot load before the registry.
         from devices.signals import lease_changed
         from flywheel import tasks  # noqa: F401  (registers the engine's tasks by name for flywheel.jobs)
-        from flywheel.collection import recollection
+        from flywheel.collection import handback, recollection
         from flywheel.events import on_lease_changed
         from flywheel.queries import coverage
         from flywheel.queries.gem import feedback as gem_feedback
@@ -29,6 +29,8 @@ class FlywheelConfig(AppConfig):
         trajectory_routed.connect(gem_feedback.on_trajectory_routed, dispatch_uid="gem-feedback-on-routed")
         # Every False / Env_ERROR verdict starts the ECDM: attribution, dispatch, repair (§2.5).
         trajectory_routed.connect(ecdm.on_trajectory_routed, dispatch_uid="ecdm-on-routed")
+        # Every routed trajectory is read for the states a person must handle (§2.3.7 hand-back samples).
+        trajectory_routed.connect(handback.on_trajectory_routed, dispatch_uid="handback-on-routed")
         _track_decisions()
 
 

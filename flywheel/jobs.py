@@ -23,6 +23,7 @@ INDEX_FUNCTION_TREE = "flywheel.tasks.index_function_tree"
 EXPLORE_APPS = "flywheel.tasks.explore_apps"
 MEASURE_RL_INTAKE = "flywheel.tasks.measure_rl_intake"
 REGENERATE_REASONING = "flywheel.tasks.regenerate_reasoning"
+GATHER_HANDBACK = "flywheel.tasks.gather_handback"
 
 
 def task(name: str):

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from flywheel import jobs, tallies
-from flywheel.collection import driver, launch, recovery, rl_measurement
+from flywheel.collection import driver, handback, launch, recovery, rl_measurement
 from flywheel.judging import pipeline
 from flywheel.models import EvolutionLoop, Trajectory
 from flywheel.pools import ledger_snapshot, sft
@@ -115,6 +115,12 @@ def measure_rl_intake():
 def regenerate_reasoning(trajectory_id):
     """SFT intake's consistency gate: regenerate the reasoning of a trajectory's failing steps."""
     return sft.regenerate_reasoning(trajectory_id)
+
+
+@shared_task(name=jobs.GATHER_HANDBACK)
+def gather_handback(trajectory_id):
+    """The hand-back channel (§2.3.7): samples of the right behaviour at the states a trajectory met."""
+    return [sample.pk for sample in handback.gather(trajectory_id)]
 
 
 @shared_task(name="flywheel.tasks.regenerate_waiting")

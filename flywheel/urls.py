@@ -5,7 +5,7 @@ from flywheel.collection import views as run_views
 from flywheel.console import history as history_views
 from flywheel.console import views as console_views
 from flywheel.policies import views as endpoint_views
-from flywheel.pools import badcase_views
+from flywheel.pools import badcase_views, handback_views
 from flywheel.pools import views as pool_views
 from flywheel.queries import views as query_views
 
@@ -26,6 +26,7 @@ urlpatterns = [
     path("ledger/runs/<int:run_id>/", pool_views.ledger_run, name="ledger-run"),
     path("ledger/unattached/", pool_views.ledger_run, name="ledger-unattached"),
     path("pools/", pool_views.pools, name="pools"),
+    path("pools/handback/", handback_views.handback_pool, name="handback-pool"),
     path("pools/rl/badcases/", badcase_views.badcase_upload, name="rl-badcase-upload"),
     path("runs/", run_views.run_list, name="run-list"),
     path("runs/count/", run_views.run_count, name="run-count"),

@@ -10,11 +10,15 @@ import sys
 from simfarm.serve import build_farm, serve_forever
 
 
-def _env_share() -> float:
+def _env_float(name: str) -> float:
     try:
-        return float(os.environ.get("SIMFARM_BLIND_SHARE", "") or 0.0)
+        return float(os.environ.get(name, "") or 0.0)
     except ValueError:
         return 0.0
+
+
+def _env_share() -> float:
+    return _env_float("SIMFARM_BLIND_SHARE")
 
 
 def _env_flag(name: str) -> bool:
@@ -36,6 +40,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="answer only what a real phone answers: no content://com.sim.* or "
                              "content://sim/* providers, com.sim.* broadcasts reach nobody "
                              "(env SIMFARM_REAL_PHONE=1)")
+    parser.add_argument("--handback-rate", type=float, default=_env_float("SIMFARM_HANDBACK_RATE"),
+                        help="after each input, the chance that the app in front shows a hand-back state "
+                             "(forced update, region wall, captcha, ...) on its own, seeded; also with "
+                             "--real-phone (0; env SIMFARM_HANDBACK_RATE)")
     parser.add_argument("--verbose", "-v", action="store_true", help="log every request")
     return parser.parse_args(argv)
 
@@ -55,7 +63,11 @@ def main(argv=None) -> int:
     if not 0.0 <= args.blind_share <= 1.0:
         print("--blind-share must be between 0 and 1", file=sys.stderr)
         return 2
-    farm = build_farm(args.devices, args.seed, args.apps, blind_share=args.blind_share, real_phone=args.real_phone)
+    if not 0.0 <= args.handback_rate <= 1.0:
+        print("--handback-rate must be between 0 and 1", file=sys.stderr)
+        return 2
+    farm = build_farm(args.devices, args.seed, args.apps, blind_share=args.blind_share, real_phone=args.real_phone,
+                      handback_rate=args.handback_rate)
     try:
         serve_forever(farm, host=args.host, port=args.port, on_ready=announce)
     except OSError as error:

@@ -5,6 +5,10 @@ package) and is handled the real way. Injection: `am broadcast -a com.sim.ANOMAL
 [--es package P]`, the ordinary ADB ways (see phone/shell), an app action, or a seeded random
 rate. System anomalies are windows above everything; in-app ones belong to a task and come back
 when the task does.
+
+Besides injection, a phone shows hand-back states on its own schedule (`handback_rate`): real apps
+put up forced updates, region walls, identity checks, ... without anyone asking, so this also runs
+in real-phone mode, where the com.sim.ANOMALY broadcast reaches nobody.
 """
 import random
 from dataclasses import dataclass, field
@@ -27,9 +31,23 @@ KINDS = {
     "risk_control": ("app", True),
     "update_prompt": ("app", False),
     "storage_full": ("system", False),
+    # Hand-back states real apps show over themselves (drawn in handback_views.py).
+    "forced_update": ("app", True),
+    "region_wall": ("app", True),
+    "identity_verification": ("app", True),
+    "account_restricted": ("app", True),
+    "device_conflict": ("app", True),
+    "age_verification": ("app", True),
+    "service_maintenance": ("app", True),
+    "rating_prompt": ("app", False),
 }
 RANDOM_KINDS = ("permission_dialog", "ad_popup", "push_notification", "low_battery", "network_unavailable",
                 "slow_network", "update_prompt", "login_expired", "captcha")
+# What the phone's own schedule (handback_rate) puts over the foreground app: every handoff kind,
+# plus the skippable in-app kinds an agent must learn to pass rather than hand back.
+HANDBACK_SCHEDULE_KINDS = tuple(kind for kind, (_, handoff) in KINDS.items() if handoff) + (
+    "ad_popup", "update_prompt", "rating_prompt")
+LOGS_OUT = ("login_expired", "device_conflict")  # the app's session ends when these appear
 HEADS_UP_ACTIONS = 3          # a heads-up notification hides itself after this many inputs
 SLOW_NETWORK_OBSERVATIONS = 2  # "Loading…" stays for this many screenshots/dumps
 
@@ -51,11 +69,16 @@ class Anomalies:
         self.pending: dict[str | None, Anomaly] = {}  # in-app anomalies waiting for their app
         self.rate = 0.0
         self.rng = random.Random(0)
+        self.handback_rate = 0.0
+        self.handback_rng = random.Random(0)  # its own stream: anomaly_rate's seeded runs stay as they were
 
     # -- injection -----------------------------------------------------------------------------
 
     def configure(self, rate: float, seed: int):
         self.rate, self.rng = rate, random.Random(seed)
+
+    def configure_handback(self, rate: float, seed: int):
+        self.handback_rate, self.handback_rng = rate, random.Random(seed)
 
     def inject(self, kind: str, package: str | None = None, **params) -> str | None:
         """Show an anomaly; returns an error text or None."""
@@ -82,7 +105,7 @@ class Anomalies:
         else:
             if kind == "slow_network":
                 anomaly.countdown = SLOW_NETWORK_OBSERVATIONS
-            if kind == "login_expired" and package:
+            if kind in LOGS_OUT and package:
                 state = engine.phone.app_state(package)
                 if "logged_in" in state:
                     state["logged_in"] = False
@@ -141,12 +164,26 @@ class Anomalies:
                 self.engine.changed()
         if self.rate and self.rng.random() < self.rate:
             self._inject_random()
+        self._schedule_handback()
 
     def _inject_random(self):
         kind = self.rng.choice(RANDOM_KINDS)
         if KINDS[kind][0] != "top" and self.engine.foreground is None:
             return
         self.inject(kind)
+
+    def _schedule_handback(self):
+        """The phone's own hand-back states: only over a third-party app in front that shows none
+        already (a system app such as Settings never walls a region or asks for a login)."""
+        engine = self.engine
+        task = engine.foreground
+        if not self.handback_rate or engine.surface != "app" or task is None or task.anomaly is not None:
+            return
+        app = engine.apps.get(task.package)
+        if app is None or app.system:
+            return
+        if self.handback_rng.random() < self.handback_rate:
+            self.inject(self.handback_rng.choice(HANDBACK_SCHEDULE_KINDS), package=task.package)
 
     def observed(self):
         """A screenshot or dump happened: slow pages finish loading after a few looks."""

@@ -1,5 +1,5 @@
 """How each anomaly looks (Node trees) and how its buttons, Back and typing handle it."""
-from simfarm import ui, widgets
+from simfarm import handback_views, ui, widgets
 from simfarm.layout import text_node
 from simfarm.ui import Node
 
@@ -30,6 +30,8 @@ def focus_of(anomalies, anomaly):
         return ("", "", f"Application Not Responding: {package}")
     if kind in ("low_battery", "storage_full"):
         return (SYSTEMUI, "", "SystemUI dialog")
+    if kind in handback_views.KINDS:
+        return handback_views.focus_of(anomaly)
     activity = {"captcha": ".security.CaptchaActivity", "risk_control": ".security.RiskVerifyActivity",
                 "ad_popup": ".ads.SplashAdActivity", "payment_authentication": ".pay.PayPasswordActivity"}.get(kind)
     if activity:
@@ -48,6 +50,8 @@ def build(anomalies, anomaly) -> Node:
     label = _label(anomalies, package)
     close = lambda: anomalies.dismiss(anomaly)  # noqa: E731 - tiny callbacks read best inline
 
+    if kind in handback_views.KINDS:
+        return handback_views.build(anomalies, anomaly, label)
     if kind == "permission_dialog":
         permission = anomaly.params.get("permission", "location")
         phrase, icon, foreground_only = PERMISSION_TEXTS.get(permission, PERMISSION_TEXTS["location"])
@@ -239,7 +243,9 @@ def type_code(anomalies, anomaly, text):
 def on_back(anomalies, anomaly):
     """Back on each kind: what the real dialog or page does."""
     kind = anomaly.kind
-    if kind == "permission_dialog":
+    if kind in handback_views.KINDS:
+        handback_views.on_back(anomalies, anomaly)
+    elif kind == "permission_dialog":
         anomalies.engine.phone.set_permission(anomaly.package, anomaly.params.get("permission", "location"), "denied")
         anomalies.dismiss(anomaly)
     elif kind in ("app_crash", "app_not_responding"):

@@ -35,7 +35,7 @@ def stable_int(*parts) -> int:
 
 class VirtualPhone:
     def __init__(self, index: int, seed: int, apps: dict, anomaly_rate: float = 0.0, features=None,
-                 blind_share: float = 0.0, real_phone: bool = False):
+                 blind_share: float = 0.0, real_phone: bool = False, handback_rate: float = 0.0):
         profile = PROFILES[index % len(PROFILES)]
         self.index, self.seed = index, seed
         self.serial = f"sim-{index + 1:04d}"
@@ -50,6 +50,7 @@ class VirtualPhone:
         self.lock = threading.RLock()
         self.all_apps = apps
         self.anomaly_rate = anomaly_rate
+        self.handback_rate = float(handback_rate)  # chance per input of an app's own hand-back state
         self.blind_share = float(blind_share)   # share of ordinary pages drawn as web views / canvases
         self.real_phone = bool(real_phone)      # answer only what a real phone answers (real_phone.py)
         self.boot_time = BASE_EPOCH - 3600
@@ -77,6 +78,7 @@ class VirtualPhone:
         self._app_states: dict[str, dict] = {}
         self.engine = Engine(self, self._choose_apps(self.all_apps), self.width, self.height)
         self.engine.anomalies.configure(self.anomaly_rate, stable_int(seed, index, "anomalies"))
+        self.engine.anomalies.configure_handback(self.handback_rate, stable_int(seed, index, "handback"))
         self.render_cache = render.RenderCache()
         self._flip_state, self._page_flips = None, 0
         self.shell = Shell(self, COMMANDS)

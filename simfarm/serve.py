@@ -12,10 +12,12 @@ from simfarm.adb_server import AdbServer
 logger = logging.getLogger(__name__)
 
 
-def build_farm(devices: int, seed: int, apps_dir=None, blind_share: float = 0.0, real_phone: bool = False):
+def build_farm(devices: int, seed: int, apps_dir=None, blind_share: float = 0.0, real_phone: bool = False,
+               handback_rate: float = 0.0):
     from simfarm.farm import Farm  # the phones; imported late so the server stands alone
 
-    return Farm(devices=devices, seed=seed, apps_dir=apps_dir, blind_share=blind_share, real_phone=real_phone)
+    return Farm(devices=devices, seed=seed, apps_dir=apps_dir, blind_share=blind_share, real_phone=real_phone,
+                handback_rate=handback_rate)
 
 
 def serve_forever(farm, host: str = "127.0.0.1", port: int = 5037, on_ready=None) -> None:

@@ -241,7 +241,7 @@ def process_env(**extra):
     # The ECDM is started by routing only where a test asks for it (ecdm_on): elsewhere a False
     # verdict would make a worker attribute, repair and replay on phones a test is counting.
     env = dict(os.environ, DATABASE_URL=test_database_url(), PYTHONUNBUFFERED="1", ECDM_AUTOMATIC="0",
-               ECDM_REPLAY="0")
+               ECDM_REPLAY="0", HANDBACK_SAMPLES="0")
     env.update(extra)
     return env
 
@@ -410,13 +410,13 @@ def farm_settings(virtual_farm, settings, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def ecdm_off_by_default():
-    """Routing does not start the ECDM, and a correction queues no phone replay, in tests unless a
-    test turns them on (see process_env). Not through pytest-django's `settings` fixture: a test
+    """Routing does not start the ECDM or the hand-back channel, and a correction queues no phone
+    replay, in tests unless a test turns them on (see process_env). Not through pytest-django's `settings` fixture: a test
     module may define a fixture of that name (the phone tests' Settings app) and an autouse fixture
     asking for it would run theirs in every test of the module."""
     from django.test import override_settings
 
-    with override_settings(ECDM_AUTOMATIC=False, ECDM_REPLAY=False):
+    with override_settings(ECDM_AUTOMATIC=False, ECDM_REPLAY=False, HANDBACK_SAMPLES=False):
         yield
 
 

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.roles import MANAGER, role_required
 from devices.anomaly_injection import KINDS as ANOMALY_KINDS
+from devices.anomaly_injection import WHERE_IT_WORKS
 from devices.models import Device
 from flywheel.collection.launch import LINES, cancel_run, launch_run, refresh_progress, select_queries, selection_hint
 from flywheel.collection.recorder import record_answer
@@ -84,7 +85,8 @@ def run_list(request):
         "runs": CollectionRun.objects.select_related("model_version", "created_by")[:50],
         "lines": [(value, label) for value, label in CollectionRun._meta.get_field("line").choices
                   if value in LINES],
-        "apps": App.objects.all(), "versions": ModelVersion.objects.all(), "anomaly_kinds": ANOMALY_KINDS,
+        "apps": App.objects.all(), "versions": ModelVersion.objects.all(),
+        "anomaly_kinds": [(kind, words, WHERE_IT_WORKS[kind]) for kind, words in ANOMALY_KINDS.items()],
         "idle_phones": Device.objects.filter(status=Device.Status.IDLE).count(),
         "chosen_keys": ", ".join(chosen_keys(request.GET)),  # a link from the query pages may choose them
     })

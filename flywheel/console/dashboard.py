@@ -15,7 +15,8 @@ from flywheel.models.trajectories import Line, Outcome
 from flywheel.queries.coverage import coverage_overview
 
 # Whose verdicts a line's row counts: every verdict shown has its votes or its person behind it.
-VERDICTS_BY = {Line.SEMI_AUTO: "stated by the annotator who verified it"}
+VERDICTS_BY = {Line.SEMI_AUTO: "stated by the annotator who verified it",
+               Line.HANDBACK: "the right step at a recognised state, written by rule (§2.3.7)"}
 
 
 def trajectories_by_line_and_verdict():

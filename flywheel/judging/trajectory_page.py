@@ -101,9 +101,10 @@ def player_frames(trajectory: Trajectory, attribution: Attribution | None, repai
 
 def failure_path(trajectory: Trajectory, attribution: Attribution | None, repairs, stage: str) -> list[str]:
     """The trajectory's path in words, verdict → adjudication → attribution → ECDM → repair → sample."""
-    if trajectory.line == Line.ECDM:
+    if trajectory.line in (Line.ECDM, Line.HANDBACK):
         origin = f"#{trajectory.derived_from_id}" if trajectory.derived_from_id else "a failed trajectory"
-        return [f"ECDM sample made from {origin}", f"verdict {trajectory.get_verdict_display()}",
+        made = "ECDM sample" if trajectory.line == Line.ECDM else "Hand-back sample (written by rule)"
+        return [f"{made} made from {origin}", f"verdict {trajectory.get_verdict_display()}",
                 f"destination {trajectory.get_destination_display()}"]
     path = [f"Verdict {trajectory.get_verdict_display()}"]
     if trajectory.stated_outcome:  # the person behind it (a semi-automatic session's annotator)

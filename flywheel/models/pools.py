@@ -1,6 +1,9 @@
 """The three data pools (§2.4.3): CPT and SFT accumulate, the RL query pool metabolises."""
 from django.db import models
 
+from flywheel.rules.handback import CLASSES as HANDBACK_CLASSES
+from flywheel.rules.handback import Behaviour
+
 
 class CptEntry(models.Model):
     """A single-step screenshot–action sample; append-only."""
@@ -32,6 +35,8 @@ class SftEntry(models.Model):
         SEMI_AUTO_VERIFIED = "semi_auto_verified", "Semi-automatic, verified"
         # The annotator stated the task infeasible: a refusal sample (its last action refuses).
         SEMI_AUTO_REFUSAL = "semi_auto_refusal", "Semi-automatic, refusal (task infeasible)"
+        # The right behaviour at a state a person must handle or a page that can be skipped (§2.3.7).
+        HANDBACK = "handback", "Hand-back sample"
 
     trajectory = models.ForeignKey("flywheel.Trajectory", on_delete=models.PROTECT,
                                    related_name="sft_entries")
@@ -108,3 +113,31 @@ class RlRollout(models.Model):
 
     def __str__(self):
         return f"{len(self.outcomes)} rollouts of RL entry #{self.entry_id}: {self.decision or 'pending'}"
+
+
+HANDBACK_STATES = [(klass.key, klass.label) for klass in HANDBACK_CLASSES]
+
+
+class HandbackSample(models.Model):
+    """One targeted sample of the hand-back channel (§2.3.7): a collected trajectory met a state a
+    real farm cannot inject (flywheel/rules/handback.py) at `step_index`; `sample` is the trajectory
+    of the Hand-back line that teaches the right behaviour there (its SFT intake: handback)."""
+
+    class Behaviour(models.TextChoices):
+        HAND_BACK = Behaviour.HAND_BACK.value, "Hand back to the user"
+        BYPASS = Behaviour.BYPASS.value, "Close or bypass"
+
+    source = models.ForeignKey("flywheel.Trajectory", on_delete=models.PROTECT, related_name="handback_sources")
+    sample = models.OneToOneField("flywheel.Trajectory", on_delete=models.PROTECT, related_name="handback_sample")
+    step_index = models.PositiveIntegerField(help_text="the source's step whose screen showed the state")
+    state = models.CharField(max_length=30, choices=HANDBACK_STATES, db_index=True)
+    behaviour = models.CharField(max_length=10, choices=Behaviour)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        # A trajectory gives at most one sample per state: the first screen that showed it.
+        constraints = [models.UniqueConstraint(fields=["source", "state"], name="one_handback_sample_per_state")]
+
+    def __str__(self):
+        return f"hand-back sample of {self.state} from trajectory #{self.source_id}"

@@ -25,6 +25,9 @@ class Line(models.TextChoices):
     # A sample the ECDM made from a failed trajectory (prefix + correction, or RQA's short chain):
     # its own line, so no line's success rate or RL group ever counts it as a rollout.
     ECDM = "ecdm", "ECDM repaired sample"
+    # A sample of the right behaviour at a state a real farm cannot inject (§2.3.7): a stored step's
+    # screen with call_user or the tap that closes a skippable page; never a rollout either.
+    HANDBACK = "handback", "Hand-back sample"
 
 
 # The lines whose policy is given the query's apps: the schema-guided line (its known path starts

@@ -65,6 +65,21 @@ MARKERS = (
     Marker("captcha", ACCOUNT_STATE, texts=("security verification", "slide to verify"), ids=(":id/captcha_slider",)),
     Marker("risk_control", ACCOUNT_STATE, texts=("unusual activity detected",), ids=(":id/sms_code",)),
     Marker("payment_authentication", ACCOUNT_STATE, texts=("enter payment password",), ids=(":id/pay_password",)),
+    # The other states a real farm meets and cannot inject (§2.3.7; flywheel/rules/handback.py).
+    Marker("forced_update", ACCOUNT_STATE, texts=("update required", "no longer supported"),
+           ids=(":id/btn_force_update",)),
+    Marker("region_wall", ACCOUNT_STATE, texts=("not available in your region", "not available in your country"),
+           ids=(":id/region_notice",)),
+    Marker("identity_verification", ACCOUNT_STATE, texts=("verify your identity", "real-name verification"),
+           ids=(":id/btn_start_verify",)),
+    Marker("account_restricted", ACCOUNT_STATE, texts=("account restricted", "account has been temporarily restricted",
+                                                       "account has been restricted", "account has been suspended"),
+           ids=(":id/btn_contact_support",)),
+    Marker("device_conflict", ACCOUNT_STATE, texts=("signed in on another device", "logged in on another device"),
+           ids=(":id/btn_signin_again",)),
+    Marker("age_verification", ACCOUNT_STATE, texts=("age verification", "18 or older"), ids=(":id/btn_verify_age",)),
+    Marker("service_maintenance", ACCOUNT_STATE, texts=("under maintenance",), ids=(":id/btn_retry_maintenance",)),
+    Marker("rating_prompt", POPUP, texts=("rate us",), ids=(":id/btn_rate",), pattern=r"^enjoying .{1,60}\?$"),
     Marker("ad_popup", POPUP, texts=("advertisement",), ids=(":id/ad_close", ":id/ad_label")),
     Marker("update_prompt", POPUP, texts=("new version available",), ids=(":id/btn_update",)),
     Marker("low_battery", POPUP, texts=("battery may run out soon",)),
@@ -81,6 +96,10 @@ RECORD_TYPES = {
     "app_crash": ("app_crash", CRASH), "app_not_responding": ("app_not_responding", CRASH),
     "login_expired": ("login_expired", LOGIN_EXPIRED), "captcha": ("captcha", ACCOUNT_STATE),
     "risk_control": ("risk_control", ACCOUNT_STATE), "payment_authentication": ("payment_authentication", ACCOUNT_STATE),
+    **{kind: (kind, ACCOUNT_STATE) for kind in ("forced_update", "region_wall", "identity_verification",
+                                                "account_restricted", "device_conflict", "age_verification",
+                                                "service_maintenance")},
+    "rating_prompt": ("rating_prompt", POPUP),
 }
 
 

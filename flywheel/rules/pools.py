@@ -9,7 +9,8 @@ AWAITING_VERDICT = ("pending", "undetermined")
 # semi-automatic line's trajectories, verified by a person at every step (§2.3.1, the gold
 # standard), which is the strictest human judgment a trajectory can get; among those, the ones
 # whose annotator stated the task infeasible are refusal samples, kept apart by their intake.
-SFT_INTAKES = ("htsc_true", "adjudicated", "ecdm_repaired", "semi_auto_verified", "semi_auto_refusal")
+# The hand-back channel's samples (§2.3.7) teach one step each, written by rule at a recognised state.
+SFT_INTAKES = ("htsc_true", "adjudicated", "ecdm_repaired", "semi_auto_verified", "semi_auto_refusal", "handback")
 
 
 def sft_intake_allowed(intake: str) -> bool:

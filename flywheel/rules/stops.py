@@ -69,6 +69,8 @@ class StopKind(StrEnum):
     NOT_EXECUTABLE = "not_executable"     # the person found the task cannot be done as written
     # The ECDM.
     REPAIRED_SAMPLE = "repaired_sample"   # a sample made from a failed trajectory's stored steps
+    # The hand-back channel (§2.3.7).
+    HANDBACK_SAMPLE = "handback_sample"   # a sample of the right behaviour at a state a person must handle
 
     @property
     def label(self) -> str:
@@ -87,7 +89,7 @@ LABELS = {
     StopKind.WORKER_STOPPED: "Worker stopped", StopKind.CRASHED: "Collection error",
     StopKind.CLOSED_BY_CLIENT: "Closed by the client", StopKind.PAUSED: "Paused",
     StopKind.LEFT_THE_PAGE: "Left the page", StopKind.NOT_EXECUTABLE: "Not executable",
-    StopKind.REPAIRED_SAMPLE: "ECDM repaired sample",
+    StopKind.REPAIRED_SAMPLE: "ECDM repaired sample", StopKind.HANDBACK_SAMPLE: "Hand-back sample",
 }
 
 

@@ -4,7 +4,9 @@ import random
 import pytest
 
 from devices.anomaly_injection import (
+    ANY_PHONE,
     KINDS,
+    WHERE_IT_WORKS,
     AnomalyError,
     anomaly_command,
     clear_anomalies,
@@ -172,3 +174,30 @@ def test_baseline_values_are_quoted_and_keys_are_only_the_listed_ones():
     assert restore_command("system:font_scale", "null") == "settings delete system font_scale"
     with pytest.raises(ValueError):
         restore_command("global:adb_enabled; reboot", "1")
+
+
+@pytest.fixture(scope="module")
+def real_phone():
+    """A phone of the farm's real-phone mode: it answers only what a real Android phone answers."""
+    from devices.phone import PhoneConnection
+    from simfarm.farm import Farm
+    from simfarm.serve import ServerThread
+
+    farm = Farm(devices=1, seed=0, real_phone=True)
+    with ServerThread(farm) as server:
+        yield PhoneConnection(f"127.0.0.1:{server.port}", next(iter(farm)).serial)
+
+
+@pytest.mark.parametrize("kind", sorted(SHOWS_AS))
+def test_where_each_kind_works_is_said_truly(real_phone, kind):
+    """'Any phone' kinds show on a real phone (ordinary ADB alone); the farm's own do not."""
+    app, shows = SHOWS_AS[kind]
+    real_phone.shell("input keyevent KEYCODE_HOME")
+    if app:
+        real_phone.shell(f"monkey -p {app} -c android.intent.category.LAUNCHER 1")
+    try:
+        record = inject_anomaly(real_phone, kind, random.Random(0))
+        assert (record["via"] == "adb") == (WHERE_IT_WORKS[kind] == ANY_PHONE)
+        assert (shows in "\n".join(texts(real_phone))) == (WHERE_IT_WORKS[kind] == ANY_PHONE), kind
+    finally:
+        clear_anomalies(real_phone)

@@ -34,11 +34,22 @@ CASES = {
     "risk_control": ({"text": "Unusual activity detected"}, lambda p: sh(p, "input text 246810")),
     "update_prompt": ({"text": "New version available"}, lambda p: tap(p, text="Later")),
     "storage_full": ({"text": "Storage space running out"}, lambda p: tap(p, text="Dismiss")),
+    # Hand-back states (tests/simfarm/test_handback_states.py covers each button and Back).
+    "forced_update": ({"resource_id": f"{APP}:id/btn_force_update"},
+                      lambda p: sh(p, f"am force-stop {APP}; monkey -p {APP} 1")),  # it cannot be dismissed
+    "region_wall": ({"resource_id": f"{APP}:id/region_notice"}, lambda p: tap(p, text="OK")),
+    "identity_verification": ({"resource_id": f"{APP}:id/btn_start_verify"}, lambda p: tap(p, text="Cancel")),
+    "account_restricted": ({"text": "Account restricted"}, lambda p: tap(p, resource_id=f"{APP}:id/btn_ok")),
+    "device_conflict": ({"resource_id": f"{APP}:id/btn_signin_again"}, lambda p: tap(p, text="Cancel")),
+    "age_verification": ({"resource_id": f"{APP}:id/btn_verify_age"}, lambda p: tap(p, text="Cancel")),
+    "service_maintenance": ({"text": "Under maintenance"}, lambda p: sh(p, "input keyevent BACK")),
+    "rating_prompt": ({"text": "Enjoying Translator?"}, lambda p: tap(p, text="Not now")),
 }
+CLOSES_THE_APP = ("app_crash", "region_wall", "service_maintenance")
 
 
-def test_all_fourteen_kinds_are_covered():
-    assert set(CASES) == set(KINDS) and len(KINDS) == 14
+def test_all_twenty_two_kinds_are_covered():
+    assert set(CASES) == set(KINDS) and len(KINDS) == 22
 
 
 @pytest.mark.parametrize("kind", sorted(CASES))
@@ -54,7 +65,7 @@ def test_inject_see_and_handle(kind):
         assert kind in active(phone)
     handle(phone)
     assert kind not in active(phone)
-    expected = "com.google.android.apps.nexuslauncher" if kind == "app_crash" else APP
+    expected = "com.google.android.apps.nexuslauncher" if kind in CLOSES_THE_APP else APP
     assert focus(phone)[0] == expected
 
 
