@@ -119,12 +119,15 @@ def launch_evaluation(benchmark: Benchmark, model_version, split: str = "all", c
 
 
 def classify_stop(stop_kind: str) -> str:
-    """What ended a benchmark rollout: initial_state, endpoint, phone_lost (the phone or its worker
-    went away), environment, cancelled, or finished (the model's own doing: scored)."""
+    """What ended a benchmark rollout: initial_state, endpoint, not_executable (its preconditions
+    could not be met), phone_lost (the phone or its worker went away), environment, cancelled, or
+    finished (the model's own doing: scored)."""
     if stop_kind == StopKind.ALREADY_DONE:
         return "initial_state"
     if stop_kind == StopKind.ENDPOINT_FAILED:
         return "endpoint"
+    if stop_kind == StopKind.PREREQUISITE_UNMET:
+        return "not_executable"  # the item's environment (its preconditions) could not be set up
     if holder_went_away(stop_kind):
         return "phone_lost"  # the collection run re-queues the work item itself
     if stop_kind == StopKind.CANCELLED:
@@ -184,6 +187,8 @@ def record_benchmark_rollout(trajectory: Trajectory, phone):
             _not_scored(result, "the judges saw the environment break it: re-collected", recollect_it=True)
     elif kind == "initial_state":
         _not_scored(result, f"initial-state check: {trajectory.flag}"[:300])
+    elif kind == "not_executable":
+        _not_scored(result, f"not executable here: {trajectory.stop_reason}"[:300])
     elif kind == "endpoint":
         _not_scored(result, f"the model endpoint stopped answering: {trajectory.stop_reason}"[:300], recollect_it=True)
         pause_evaluation(evaluation, f"the model endpoint stopped answering ({trajectory.stop_reason})"[:300])

@@ -350,6 +350,11 @@ ECDM_RECUR_MIN_QUERIES = int(os.environ.get("ECDM_RECUR_MIN_QUERIES", "2"))
 ECDM_DERIVE_PER_CLASS = int(os.environ.get("ECDM_DERIVE_PER_CLASS", "6"))
 ECDM_CLASS_SIMILARITY = float(os.environ.get("ECDM_CLASS_SIMILARITY", "0.75"))
 ECDM_AUTOMATIC = env_bool("ECDM_AUTOMATIC", True)
+# Periodic environment teardown (devices/teardown.py): a phone is restored to its recorded baseline
+# between two of its tasks after this many tasks, or when it drifts past these (0: never by count).
+TEARDOWN_EVERY_TASKS = int(os.environ.get("TEARDOWN_EVERY_TASKS", "50"))
+TEARDOWN_MAX_NOTIFICATIONS = int(os.environ.get("TEARDOWN_MAX_NOTIFICATIONS", "10"))
+TEARDOWN_MAX_STORAGE_PCT = int(os.environ.get("TEARDOWN_MAX_STORAGE_PCT", "90"))
 # The hand-back channel (flywheel/collection/handback.py): every routed trajectory is read for the
 # states a real farm cannot inject, and each gives a targeted sample; the target per class is what
 # the Hand-back page counts against (§2.3.7: ~5,000 samples over 14 classes).

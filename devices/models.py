@@ -33,6 +33,10 @@ class Device(models.Model):
     health = models.JSONField(default=dict, blank=True, help_text="last check and its findings")
     baseline = models.JSONField(default=dict, blank=True,
                                 help_text="global settings restored on every reset (devices/baseline.py)")
+    baseline_accounts = models.JSONField(default=list, blank=True,
+                                         help_text="the accounts it held when its baseline was recorded")
+    tasks_since_teardown = models.PositiveIntegerField(default=0)
+    last_teardown = models.JSONField(default=dict, blank=True, help_text="when, why and what the last teardown did")
     consecutive_failures = models.PositiveSmallIntegerField(default=0)
     last_seen = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -14,6 +14,12 @@ from devices.phone import PhoneConnection, PhoneUnavailable, adb_client
 log = logging.getLogger(__name__)
 
 
+def read_accounts(phone: PhoneConnection) -> list[str]:
+    """The accounts the phone holds, as "type:name" (what readiness profiles and teardown compare)."""
+    accounts = re.findall(r"Account \{name=([^,]+), type=([^}]+)\}", phone.shell("dumpsys account"))
+    return sorted({f"{kind}:{name}" for name, kind in accounts})
+
+
 def read_phone_facts(phone: PhoneConnection) -> dict:
     """What a phone says about itself over ADB: the facts of its readiness profile."""
     props = phone.shell("getprop ro.product.model; getprop ro.build.version.release; "
@@ -23,7 +29,6 @@ def read_phone_facts(phone: PhoneConnection) -> dict:
     packages = sorted(p.removeprefix("package:").strip()
                       for p in phone.shell("pm list packages").splitlines() if p.strip())
     battery = re.search(r"level:\s*(\d+)", phone.shell("dumpsys battery"))
-    accounts = re.findall(r"Account \{name=([^,]+), type=([^}]+)\}", phone.shell("dumpsys account"))
     wifi = phone.shell("settings get global wifi_on").strip()
     data = phone.shell("settings get global mobile_data").strip()
     return {
@@ -32,7 +37,7 @@ def read_phone_facts(phone: PhoneConnection) -> dict:
         "device_type": "tablet" if "tablet" in characteristics else "phone",
         "resolution": f"{size.group(1)}x{size.group(2)}" if size else "",
         "installed_apps": packages,
-        "accounts": sorted({f"{kind}:{name}" for name, kind in accounts}),
+        "accounts": read_accounts(phone),
         "battery": int(battery.group(1)) if battery else None,
         "network": {"wifi": wifi == "1", "data": data == "1"},
     }
@@ -41,8 +46,10 @@ def read_phone_facts(phone: PhoneConnection) -> dict:
 def record_baseline(device, phone: PhoneConnection | None = None):
     """Take the phone's global settings now as the baseline every reset restores (an admin
     re-records it after setting a phone up by hand)."""
-    device.baseline = read_baseline(phone or PhoneConnection.for_device(device))
-    Device.objects.filter(pk=device.pk).update(baseline=device.baseline)
+    phone = phone or PhoneConnection.for_device(device)
+    device.baseline = read_baseline(phone)
+    device.baseline_accounts = read_accounts(phone)
+    Device.objects.filter(pk=device.pk).update(baseline=device.baseline, baseline_accounts=device.baseline_accounts)
     return device.baseline
 
 

@@ -108,3 +108,28 @@ for model in (m.GemPage, m.Edge, m.CollectionRun, m.Vote, m.Verdict, m.Adjudicat
               m.CptEntry, m.SftEntry, m.RlQueryEntry, m.RlRollout, m.EvolutionLoop, m.LoopRound, m.ExplorationRun,
               m.GenerationRun, m.RuleFlag, m.CalibrationRound, m.Tally, m.TallyMark, m.LedgerSnapshot):
     admin.site.register(model, ReadOnlyAdmin)
+
+
+class SetupRecipeAdminForm(forms.ModelForm):
+    class Meta:
+        model = m.SetupRecipe
+        fields = ["key", "label", "phrases", "account", "apps", "steps"]
+
+    def clean(self):
+        from flywheel.queries.recipes import recipe_problems
+
+        cleaned = super().clean()
+        row = {name: cleaned.get(name) for name in ("key", "label", "phrases", "account", "apps", "steps")}
+        row = {name: value for name, value in row.items() if value is not None}
+        problems = recipe_problems(row)
+        if problems:
+            raise forms.ValidationError(problems)
+        return cleaned
+
+
+@admin.register(m.SetupRecipe)
+class SetupRecipeAdmin(admin.ModelAdmin):
+    """How prerequisites are met before a task: the phrases, the account a phone must hold, the steps."""
+    form = SetupRecipeAdminForm
+    list_display = ["key", "label", "account"]
+    search_fields = ["key", "label"]

@@ -35,6 +35,7 @@ FARM_DEVICES = os.environ.get("FARM_DEVICES", "4")
 VAR = Path(os.environ.get("FLYWHEEL_VAR_DIR", ROOT / "var"))
 VBENCH_FILE = ROOT.parent / "shared" / "data" / "mobilegui-vbench" / "MobileGUI-VBench.jsonl"
 FARM_TASKS = ROOT / "simfarm" / "tasks" / "tasks.jsonl"
+FARM_RECIPES = ROOT / "simfarm" / "setup_recipes.jsonl"  # setup recipes of the farm's prerequisites
 WORK_QUEUES = "default,collection,evaluation,repair,training,benchmark"
 ROLES = ("all", "central", "phone-host", "worker", "model-host")
 REFUSED = 3  # a worker's exit code when its phone host is served by a live worker elsewhere
@@ -191,7 +192,7 @@ def role_all(supervisor, env):
     manage("seed_demo", env=env)
     own_farm = "ADB_SERVERS" not in os.environ
     # The virtual farm's own task set, so its phones have work on a fresh install.
-    manage("seed_console", *(["--tasks", str(FARM_TASKS)] if own_farm else []), env=env)
+    manage("seed_console", *(["--tasks", str(FARM_TASKS), "--recipes", str(FARM_RECIPES)] if own_farm else []), env=env)
     if own_farm:
         env["ADB_SERVERS"] = f"127.0.0.1:{FARM_PORT}"
         if port_open("127.0.0.1", FARM_PORT):
@@ -228,7 +229,8 @@ def role_central(supervisor, env):
     manage("migrate", "--no-input", "-v", "0", env=env)
     manage("seed_demo", env=env)
     farm_tasks = os.environ.get("SEED_FARM_TASKS") == "1"  # phone hosts run virtual farms
-    manage("seed_console", *(["--tasks", str(FARM_TASKS)] if farm_tasks else []), env=env)
+    manage("seed_console", *(["--tasks", str(FARM_TASKS), "--recipes", str(FARM_RECIPES)] if farm_tasks else []),
+           env=env)
     seed_benchmarks(env, with_farm_tasks=farm_tasks)
     start_beat_and_web(supervisor, env)
 

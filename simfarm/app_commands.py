@@ -82,6 +82,7 @@ def cmd_am(sh, args, stdin):
         intent = parse_intent(rest)
         text = f"Broadcasting: {_describe(intent)}\nBroadcast completed: result=0\n"
         if phone.real_phone and real_phone.farm_only_broadcast(intent.get("action", "")):
+            real_phone.refused(phone, f"am broadcast -a {intent.get('action', '')}")
             return ok(text)  # no receiver on a real phone: delivered to nobody
         error = phone.broadcast(intent)
         if error:
@@ -270,6 +271,7 @@ def cmd_content(sh, args, stdin):
     if not uri:
         return fail("[ERROR] Content provider URI not specified. Did you specify --uri argument?")
     if phone.real_phone and real_phone.farm_only_uri(uri):
+        real_phone.refused(phone, f"content {args[0]} --uri {uri}")
         return real_phone.unknown_authority(uri)
     if args[0] != "query":
         return phone.content_write(args[0], uri, binds, options.get("where"))

@@ -61,6 +61,18 @@ class VirtualFS:
 
     # -- queries -------------------------------------------------------------------------------
 
+    def used_bytes(self) -> int:
+        """The bytes every file holds (what `df` counts as used on top of the system's share)."""
+        seen: set[int] = set()   # /sdcard and /storage/emulated/0 are one directory: count it once
+
+        def size(node) -> int:
+            if id(node) in seen:
+                return 0
+            seen.add(id(node))
+            return len(node.data) if isinstance(node, _File) else sum(size(c) for c in node.children.values())
+        with self._lock:
+            return size(self._root)
+
     def stat(self, path: str) -> FileStat | None:
         with self._lock:
             node = self._lookup(path)

@@ -53,6 +53,7 @@ class VirtualPhone:
         self.handback_rate = float(handback_rate)  # chance per input of an app's own hand-back state
         self.blind_share = float(blind_share)   # share of ordinary pages drawn as web views / canvases
         self.real_phone = bool(real_phone)      # answer only what a real phone answers (real_phone.py)
+        self.farm_only_count, self.farm_only_calls = 0, []   # what real-phone mode refused (real_phone.refused)
         self.boot_time = BASE_EPOCH - 3600
         self._boot()
 

@@ -7,9 +7,22 @@ readable as `content://settings/...` and `settings get`) and no receiver for `co
 `dumpsys input` has no farm-only gesture log. Everything else (settings, files, dumpsys, pm, am,
 input, screencap, uiautomator) is the same in both modes.
 """
+import logging
+
 from simfarm.shell_commands import fail
 
 FARM_BROADCAST_PREFIX = "com.sim."
+KEPT = 200   # the latest farm-only requests a phone keeps (the count goes on)
+log = logging.getLogger(__name__)
+
+
+def refused(phone, request: str) -> None:
+    """A client asked a phone in real-phone mode for something only the farm offers: count it, so a
+    test or a benchmark can prove the console never does (a real phone would just fail it)."""
+    phone.farm_only_count += 1
+    phone.farm_only_calls.append(request[:300])
+    del phone.farm_only_calls[:-KEPT]
+    log.warning("%s: farm-only request in real-phone mode: %s", phone.serial, request[:200])
 
 
 def authority(uri: str) -> str:

@@ -319,6 +319,19 @@ def cmd_ps(sh, args, stdin):
     return ok("\n".join(lines) + "\n")
 
 
+DATA_PARTITION_KB = 64 * 1024 * 1024       # a 64 GB phone
+DATA_SYSTEM_USED_KB = 18 * 1024 * 1024     # apps, caches and the OS's own share of /data
+
+
+def cmd_df(sh, args, stdin):
+    """`df [-k] [/data]`: toybox's table for the data partition; files the phone holds count as used."""
+    used = DATA_SYSTEM_USED_KB + sh.phone.fs.used_bytes() // 1024
+    free = max(0, DATA_PARTITION_KB - used)
+    percent = -(-used * 100 // DATA_PARTITION_KB)
+    return ok("Filesystem       1K-blocks     Used Available Use% Mounted on\n"
+              f"/dev/block/dm-5 {DATA_PARTITION_KB:>10} {used:>8} {free:>9} {percent:>3}% /data\n")
+
+
 def cmd_pidof(sh, args, stdin):
     pids = [str(pid) for pid, name in sh.phone.processes() if name in args]
     return Result((" ".join(pids) + "\n").encode() if pids else b"", b"", 0 if pids else 1)
@@ -329,7 +342,7 @@ COMMANDS = {
     "mv": cmd_mv, "cp": cmd_cp, "test": cmd_test, "[": cmd_test, "exit": cmd_exit, "sleep": cmd_sleep,
     "date": cmd_date, "which": cmd_which, "grep": cmd_grep, "head": cmd_head, "tail": cmd_tail, "wc": cmd_wc,
     "sort": cmd_sort, "uname": cmd_uname, "ifconfig": cmd_ifconfig, "ip": cmd_ip, "env": cmd_env,
-    "ps": cmd_ps, "pidof": cmd_pidof,
+    "ps": cmd_ps, "pidof": cmd_pidof, "df": cmd_df,
     "true": lambda sh, a, i: ok(), "false": lambda sh, a, i: Result(b"", b"", 1),
     "whoami": lambda sh, a, i: ok("shell\n"), "pwd": lambda sh, a, i: ok("/\n"), "cd": lambda sh, a, i: ok(),
     "id": lambda sh, a, i: ok("uid=2000(shell) gid=2000(shell) groups=2000(shell),1004(input),1007(log),"

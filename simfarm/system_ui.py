@@ -160,8 +160,10 @@ def shade(engine) -> Node:
     if not notifications:
         window.add(text_node(m, (0, y + m.px(100), m.width, y + m.px(200)), "No notifications", 44, (189, 193, 198),
                              align="center", package=SYSTEMUI))
-    for note in notifications[:6]:
-        card_h = m.px(230)
+    card_h = m.px(230)
+    # As many cards as leave "Clear all" on the screen (SystemUI folds the rest into its shelf).
+    room = (m.height - m.nav_bar - m.px(140) - y) // (card_h + m.px(20))
+    for note in notifications[:max(1, min(6, room))]:
         card = window.add(Node(cls="android.widget.FrameLayout", bounds=(m.px(32), y, m.width - m.px(32), y + card_h),
                                rid=f"{SYSTEMUI}:id/expandableNotificationRow", desc=f"{note['app_label']} notification: {note['title']}",
                                clickable=True, package=SYSTEMUI, draw="fill",

@@ -12,7 +12,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import close_old_connections, transaction
 
-from devices import health, leases, scheduling
+from devices import health, leases, scheduling, teardown
 from devices.db_pool import release_connection
 from devices.models import Device, WorkItem
 from devices.phone import PhoneConnection
@@ -77,6 +77,7 @@ def drive_phone(run_id, device, lease, stop_event, deadline=float("inf")):
     """A thread: pull this run's items that the phone can do, one after another, until the
     task's time budget (`deadline`, monotonic) is spent."""
     run = CollectionRun.objects.select_related("model_version").get(pk=run_id)
+    phone = PhoneConnection.for_device(device)
     try:
         while not stop_event.is_set() and not run_is_cancelled(run_id):
             if time.monotonic() >= deadline:
@@ -85,11 +86,16 @@ def drive_phone(run_id, device, lease, stop_event, deadline=float("inf")):
             item = scheduling.pull_next(device, kinds=[run.work_kind])
             if item is None:
                 break
+            # Between two of its own tasks, so no run waits on it (devices/teardown.py); a phone it
+            # quarantines has its item re-queued for a spare.
+            if teardown.maybe_tear_down(phone, device) is not None and device.status == Device.Status.QUARANTINED:
+                return
             try:
                 # Settled here only if this holder ended its trajectory, else by recovery: never twice.
                 # (A trajectory cut short by a lost lease is re-collected by its routing.)
                 if collect_item(run, item, device, lease):
                     scheduling.finish(item, ok=True)
+                teardown.count_task(device)
             except PhoneLost as error:
                 # The phone dropped: quarantine it and give its query to another phone.
                 health.quarantine(Device.objects.get(pk=device.pk), by="auto", reason=f"lost mid-run: {error}")

@@ -19,7 +19,7 @@ from devices.executor import ActionExecutor
 from devices.observation import observe
 from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.reset import ResetError, reset_phone
-from flywheel.collection import recorder
+from flywheel.collection import prerequisites, recorder
 from flywheel.collection.precheck import flag_if_already_done
 from flywheel.collection.schema_guided import SchemaGuidedPolicy
 from flywheel.collection.takeover import takeover_for
@@ -102,6 +102,8 @@ def run_trajectory(trajectory: Trajectory, phone: PhoneConnection, policy, confi
     try:
         reset_phone(phone, query.reset or None, apps=query.app_packages,
                     baseline=device.baseline if device is not None else None)
+        if query.prerequisites and (unmet := prerequisites.prepare(trajectory, phone, executor, device)):
+            return unmet
         if already_done := flag_if_already_done(trajectory, phone):
             return Stop(StopKind.ALREADY_DONE, already_done)
     except PhoneUnavailable as error:
@@ -217,6 +219,8 @@ def end_trajectory(trajectory: Trajectory, stop: Stop) -> bool:
     was cut off (a host that lost its link, a worker that was replaced), and routing it again
     would judge it twice."""
     status = Trajectory.Status.INTERRUPTED if interrupts(stop.kind) else Trajectory.Status.COMPLETED
+    if stop.kind == StopKind.PREREQUISITE_UNMET:
+        status = Trajectory.Status.NOT_EXECUTABLE  # nothing the model did: never judged as a failure
     reason = stop.detail[:200]
     if not Trajectory.objects.filter(pk=trajectory.pk, status=Trajectory.Status.RUNNING).update(
             status=status, stop_kind=stop.kind, stop_reason=reason, finished_at=timezone.now()):
@@ -234,6 +238,8 @@ def route_ended(trajectory: Trajectory, phone: PhoneConnection | None):
             Step.objects.filter(pk=step.pk).update(label_masked=masked)
     if trajectory.line in FINISHERS:
         return FINISHERS[trajectory.line](trajectory, phone)
+    if trajectory.status == Trajectory.Status.NOT_EXECUTABLE:
+        return None  # its prerequisites were not met: the model never acted; the stop reason says why
     try:
         return evaluate_trajectory(trajectory, phone=phone)
     except PhoneUnavailable:

@@ -4,7 +4,7 @@ from flywheel.models.exploration import ExplorationRun, GenerationRun, RunStatus
 from flywheel.models.judge_sets import JudgeCase, JudgeEvaluation, ScreenKind
 from flywheel.models.judging import Adjudication, Attribution, Repair, Verdict, Vote, VoteValue
 from flywheel.models.pools import CptEntry, HandbackSample, RlQueryEntry, RlRollout, SftEntry
-from flywheel.models.queries import Query, QueryApp, QueryFunction, QueryLocked, Risk, Source, Tier
+from flywheel.models.queries import Query, QueryApp, QueryFunction, QueryLocked, Risk, SetupRecipe, Source, Tier
 from flywheel.models.repair import CalibrationRound, EvolutionLoop, FailureClass, LoopRound, RuleFlag
 from flywheel.models.runs import CollectionRun, ModelVersion
 from flywheel.models.summaries import LedgerSnapshot, Tally, TallyMark
@@ -19,7 +19,7 @@ from flywheel.models.trajectories import (
 )
 
 __all__ = [
-    "App", "DevicePrior", "Edge", "ExplorationRun", "GenerationRun", "RunStatus", "FunctionNode", "GemPage", "Query", "QueryApp", "QueryLocked", "QueryFunction", "CollectionRun", "ModelVersion",
+    "App", "DevicePrior", "Edge", "ExplorationRun", "GenerationRun", "RunStatus", "FunctionNode", "GemPage", "Query", "QueryApp", "QueryLocked", "QueryFunction", "SetupRecipe", "CollectionRun", "ModelVersion",
     "Step", "Trajectory", "Adjudication", "Attribution", "Repair", "Verdict", "Vote",
     "CptEntry", "HandbackSample", "RlQueryEntry", "RlRollout", "SftEntry",
     "CalibrationRound", "JudgeCase", "JudgeEvaluation", "EvolutionLoop", "FailureClass", "LoopRound", "RuleFlag", "LedgerSnapshot", "Tally", "TallyMark",

@@ -116,9 +116,17 @@ class Query(models.Model):
         return [link.app.package for link in self.app_links.select_related("app")]
 
     def phone_requirements(self) -> dict:
-        """What a phone must offer to run this query: its requirements plus every app it uses."""
+        """What a phone must offer to run this query: its requirements plus every app it uses, and the
+        accounts and apps of the recipes that meet its prerequisites."""
+        from flywheel.rules.prerequisites import phone_requirements, resolve
+
         requirements = dict(self.requirements or {})
-        requirements["apps"] = sorted(set(requirements.get("apps") or []) | set(self.app_packages))
+        recipes, _ = resolve(self.prerequisites, SetupRecipe.rules()) if self.prerequisites else ([], [])
+        needed = phone_requirements(recipes)
+        requirements["apps"] = sorted(set(requirements.get("apps") or []) | set(self.app_packages)
+                                      | set(needed.get("apps", [])))
+        if needed.get("accounts"):
+            requirements["accounts"] = sorted(set(requirements.get("accounts") or []) | set(needed["accounts"]))
         return requirements
 
     def set_apps(self, apps):
@@ -158,3 +166,33 @@ class QueryFunction(models.Model):
 
     def __str__(self):
         return f"query #{self.query_id} → function #{self.function_id}"
+
+
+class SetupRecipe(models.Model):
+    """How prerequisites are met before a task (flywheel/rules/prerequisites.py): the phrases it
+    meets, an account the phone must hold, and known-path steps run, audited, after the reset."""
+
+    key = models.SlugField(max_length=80, unique=True)
+    label = models.CharField(max_length=200)
+    phrases = models.JSONField(default=list, help_text="the prerequisites it meets, as queries carry them")
+    account = models.CharField(max_length=200, blank=True,
+                               help_text="a piece of an account the phone must hold, e.g. com.google")
+    apps = models.JSONField(default=list, blank=True, help_text="packages the phone must have")
+    steps = models.JSONField(default=list, blank=True, help_text="known-path steps run after the reset")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self):
+        return self.label
+
+    def as_rule(self):
+        from flywheel.rules.prerequisites import Recipe, normalise
+
+        return Recipe(key=self.key, phrases=tuple(normalise(p) for p in self.phrases or []), account=self.account,
+                      apps=tuple(self.apps or []), steps=tuple(self.steps or []))
+
+    @classmethod
+    def rules(cls):
+        return [recipe.as_rule() for recipe in cls.objects.all()]

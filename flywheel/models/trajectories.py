@@ -107,6 +107,9 @@ class Trajectory(models.Model):
                                   related_name="stated_outcomes")
     stated_at = models.DateTimeField(null=True, blank=True)
     memory = models.JSONField(default=list, blank=True, help_text="take_notes items")
+    setup = models.JSONField(default=dict, blank=True,
+                             help_text="what ran before the task: each prerequisite's recipe and its actions, "
+                                       "or why one could not be met")
     consistency_issues = models.JSONField(
         default=list, blank=True, help_text="open findings of the bi-directional consistency gate (§2.3.6)")
     teacher_assisted = models.BooleanField(

@@ -177,3 +177,9 @@ def hits_step(action: dict, step: dict, hierarchy_xml: str) -> bool:
     if name == "swipe":
         return action.get("direction") == step.get("direction", "up")
     return True
+
+
+def path_step_action(step: dict, hierarchy_xml: str, screen) -> dict | None:
+    """The concrete action that carries out a known-path step on this screen (None: its target is
+    not on it): what the schema-guided line and setup recipes run."""
+    return _resolve(step, visible_nodes(hierarchy_xml), screen)[0]

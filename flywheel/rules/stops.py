@@ -67,6 +67,8 @@ class StopKind(StrEnum):
     PAUSED = "paused"                     # paused by the annotator (resumable)
     LEFT_THE_PAGE = "left_the_page"       # the page was closed: paused, the phone freed (resumable)
     NOT_EXECUTABLE = "not_executable"     # the person found the task cannot be done as written
+    # Before the task: its prerequisites (accounts, setup recipes) could not be met on the phone.
+    PREREQUISITE_UNMET = "prerequisite_unmet"
     # The ECDM.
     REPAIRED_SAMPLE = "repaired_sample"   # a sample made from a failed trajectory's stored steps
     # The hand-back channel (§2.3.7).
@@ -89,6 +91,7 @@ LABELS = {
     StopKind.WORKER_STOPPED: "Worker stopped", StopKind.CRASHED: "Collection error",
     StopKind.CLOSED_BY_CLIENT: "Closed by the client", StopKind.PAUSED: "Paused",
     StopKind.LEFT_THE_PAGE: "Left the page", StopKind.NOT_EXECUTABLE: "Not executable",
+    StopKind.PREREQUISITE_UNMET: "Prerequisite not met",
     StopKind.REPAIRED_SAMPLE: "ECDM repaired sample", StopKind.HANDBACK_SAMPLE: "Hand-back sample",
 }
 

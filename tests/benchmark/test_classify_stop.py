@@ -8,6 +8,7 @@ from flywheel.rules.stops import StopKind
 EXPECTED = {
     StopKind.ALREADY_DONE: "initial_state",
     StopKind.ENDPOINT_FAILED: "endpoint",
+    StopKind.PREREQUISITE_UNMET: "not_executable",
     StopKind.PHONE_LOST: "phone_lost", StopKind.WORKER_STOPPED: "phone_lost",
     StopKind.CANCELLED: "cancelled",
     StopKind.RESET_FAILED: "environment", StopKind.ACTION_FAILED: "environment", StopKind.LEASE_LOST: "environment",

@@ -143,6 +143,22 @@ def test_a_task_already_done_before_acting_is_flagged_and_not_scored(phones, far
     assert evaluation.scores["not_scored"] == {"initial_state": 1}
 
 
+def test_an_item_whose_environment_cannot_be_set_up_is_not_executable_not_failed(phones, farm_settings, role_users):
+    # The item's preconditions are the query's prerequisites: enforced at evaluation, on every rollout.
+    query = make_benchmark_query("needs-card", prerequisites=["a bank card bound"])
+    benchmark = frozen_version([query], role_users["manager"])
+    assert benchmark.items.get().environment["preconditions"][0]["text"] == "a bank card bound"
+    evaluation = launch_evaluation(benchmark, default_policy_version(), split="held_out",
+                                   config={"max_steps": 4, "phones": 1}, dispatch=False)
+    drive_host(evaluation.collection_run_id, farm_settings.address, 1)
+    result = EvalResult.objects.get(eval_run=evaluation)
+    assert result.state == "not_scored" and result.outcome == ""
+    assert result.not_scored_reason == "not executable here: no setup recipe meets: a bank card bound"
+    assert result.trajectory.status == "not_executable" and result.trajectory.steps.count() == 0
+    evaluation.refresh_from_db()
+    assert evaluation.scores["scored"] == 0 and evaluation.scores["not_scored"] == {"not_executable": 1}
+
+
 def test_an_environment_break_is_re_collected_not_scored(phones, farm_settings, role_users):
     query = make_benchmark_query("env-break")
     benchmark = frozen_version([query], role_users["manager"])

@@ -1,4 +1,5 @@
-"""First-run content: the built-in offline policy and, when given, a task set. Safe to rerun.
+"""First-run content: the built-in offline policy and, when given, a task set and setup recipes.
+Safe to rerun (recipes are replaced by key).
 
 The task set is named by the caller (`make up` passes the virtual farm's own file when it starts
 the farm): the product never knows where a test bed keeps its tasks.
@@ -10,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from flywheel.models import Query
 from flywheel.policies import default_policy_version
 from flywheel.queries.jsonl import QueryImportError, import_queries
+from flywheel.queries.recipes import RecipesInvalid, import_recipes
 
 
 class Command(BaseCommand):
@@ -18,9 +20,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--tasks", action="append", default=[], metavar="FILE.jsonl",
                             help="a query file to import on an empty database (repeatable)")
+        parser.add_argument("--recipes", action="append", default=[], metavar="FILE.jsonl",
+                            help="setup recipes of prerequisites to import or replace (repeatable)")
 
-    def handle(self, *args, tasks, **options):
+    def handle(self, *args, tasks, recipes, **options):
         default_policy_version()
+        for name in recipes:
+            try:
+                result = import_recipes(Path(name).read_text(encoding="utf-8"))
+            except (OSError, RecipesInvalid) as error:
+                raise CommandError(f"{name}: setup recipes not imported: {error}") from None
+            self.stdout.write(f"Setup recipes: {result['created']} new, {result['updated']} replaced from {Path(name).name}")
         if Query.objects.exists():
             self.stdout.write(f"Queries: {Query.objects.count()} in the database.")
             return

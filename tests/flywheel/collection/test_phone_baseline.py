@@ -66,3 +66,21 @@ def test_a_task_whose_success_check_already_passes_is_flagged_not_collected(one_
     assert trajectory.destination == "adjudication" and trajectory.verdict == "undetermined"
     assert not SftEntry.objects.filter(trajectory=trajectory).exists()
     assert not trajectory.votes.exists()
+
+
+def test_the_phone_is_torn_down_between_two_of_its_tasks_and_the_run_goes_on(one_phone, farm_settings, settings):
+    """Periodic teardown (devices/teardown.py): after every 2 tasks, before the next one."""
+    settings.TEARDOWN_EVERY_TASKS = 2
+    keys = ["settings-airplane-boarding", "x-parallel-dnd-and-mute", "settings-airplane-boarding"]
+    import_queries(task_lines(*keys[:2]))
+    run = launch_run("schema", {"keys": keys[:2]}, config={"phones": 1, "repeats": 2}, dispatch=False)
+    drive_host(run.pk, farm_settings.address, 1)
+    run.refresh_from_db()
+    assert run.status == "done" and Trajectory.objects.filter(run=run).count() == 4
+    phone = Device.objects.get(pk=one_phone.pk)
+    torn = phone.last_teardown
+    assert torn["reasons"] == ["2 tasks since the last teardown"] and torn["problems"] == []
+    # once, between the second task's end and the third's start (none after the last: no work left)
+    second, third = Trajectory.objects.filter(run=run).order_by("started_at")[1:3]
+    assert second.finished_at.isoformat() < torn["at"] < third.started_at.isoformat()
+    assert phone.tasks_since_teardown == 2
