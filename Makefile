@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up central phone-host worker model-host test test-fast install install-training clean-venv flywheel-demo vlm-loop judges
+.PHONY: up central phone-host worker model-host test test-fast install install-training clean-venv flywheel-demo vlm-loop judges realphone
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -60,3 +60,7 @@ vlm-loop: $(STAMP) $(TRAINING_STAMP)
 # Issue #33: the offline judges against the farm's ground truth on the judge-evaluation set.
 judges: $(STAMP)
 	$(PY) perf/judges.py
+
+# Issue #36: the farm's task set in real-phone mode (no farm-only request, hand-back samples, recipes).
+realphone: $(STAMP)
+	$(PY) perf/realphone.py

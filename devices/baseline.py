@@ -54,19 +54,33 @@ BASELINE_SETTINGS = (
     BaselineSetting("system", "accelerometer_rotation"),
     BaselineSetting("secure", "ui_night_mode"),           # dark theme
     BaselineSetting("secure", "location_mode"),
+    # What Settings tasks change and System A reads (issue #36): a task never starts from another's.
+    BaselineSetting("global", "preferred_network_mode"),
+    BaselineSetting("system", "status_bar_show_battery_percent"),
+    BaselineSetting("system", "ringtone"),
+    BaselineSetting("secure", "night_display_activated"),   # Eye comfort / Night Light
+    BaselineSetting("secure", "backup_enabled"),
+    BaselineSetting("secure", "accessibility_enabled"),
+    BaselineSetting("secure", "enabled_accessibility_services"),   # TalkBack and the like
 )
 _BY_NAME = {setting.name: setting for setting in BASELINE_SETTINGS}
 MISSING = "null"  # what `settings get` prints for a key that is not set
 
 
+END = "baseline-end"   # a last line, so a setting whose value is empty keeps its own (output is stripped)
+
+
 def read_command() -> str:
     """One shell line that prints each baseline setting on its own line (built from constants)."""
-    return "; ".join(f"settings get {s.namespace} {s.key}" for s in BASELINE_SETTINGS)
+    return "; ".join([*(f"settings get {s.namespace} {s.key}" for s in BASELINE_SETTINGS), f"echo {END}"])
 
 
 def read_baseline(phone) -> dict[str, str]:
     """{"namespace:key": value} of the phone right now ("null" for a key that is not set)."""
     lines = phone.shell(read_command()).splitlines()
+    if END not in lines:
+        raise ValueError("the phone's answer ended early")
+    lines = lines[:lines.index(END)]
     if len(lines) < len(BASELINE_SETTINGS):
         raise ValueError(f"the phone answered {len(lines)} of {len(BASELINE_SETTINGS)} settings")
     return {s.name: line.strip() for s, line in zip(BASELINE_SETTINGS, lines)}

@@ -38,6 +38,7 @@ class AppSpec:
     share_target: dict | None = None
     functions: list = field(default_factory=list)
     intents: list = field(default_factory=list)
+    files: list = field(default_factory=list)   # [{path, text}]: shared-storage files of the app's data
     render: str = "native"           # how every page is drawn unless a page says otherwise (simfarm/blind.py)
     source: str = ""
 
@@ -116,7 +117,7 @@ def load_app(path: Path) -> AppSpec:
     kwargs["source"] = str(path)
     for key in ("state", "dialogs", "icon", "theme"):
         kwargs[key] = kwargs.get(key) or {}
-    for key in ("content", "functions", "intents"):
+    for key in ("content", "functions", "intents", "files"):
         kwargs[key] = kwargs.get(key) or []
     return AppSpec(**kwargs)
 

@@ -1,5 +1,5 @@
 """Android commands of the virtual phone: input, screencap, uiautomator, wm, getprop, settings, svc."""
-from simfarm import gestures
+from simfarm import gestures, system_facts
 from simfarm.shell import Result
 from simfarm.shell_commands import fail, ok
 
@@ -173,7 +173,7 @@ def cmd_setprop(sh, args, stdin):
         return fail(f"Failed to set property '{args[0]}' to '{args[1]}'.\nSee dmesg for error reason.")
     if args[0] == "persist.sys.locale":
         sh.phone.set_fact("locale", args[1])
-    else:
+    elif not system_facts.set_prop(sh.phone, args[0], args[1]):
         sh.phone.extra_props[args[0]] = args[1]
     return ok()
 

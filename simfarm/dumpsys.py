@@ -1,6 +1,8 @@
-"""`dumpsys` services, shaped like a real phone's output where tools parse them (adbutils regexes)."""
+"""`dumpsys` services, shaped like a real phone's output where tools parse them (adbutils regexes).
+wifi, bluetooth_manager, role and backup (the Settings app's choices) are in dumpsys_system.py."""
 import time
 
+from simfarm import dumpsys_system
 from simfarm.shell import Result
 from simfarm.shell_commands import ok
 
@@ -161,14 +163,6 @@ def dumpsys_power(phone, args):
             f"Display Power: state={'ON' if on else 'OFF'}\n")
 
 
-def dumpsys_wifi(phone, args):
-    state = "enabled" if phone.wifi_on else "disabled"
-    text = f"Wi-Fi is {state}\n"
-    if phone.wifi_on:
-        text += f'mWifiInfo SSID: "SimLab-5G", BSSID: 02:00:00:00:00:00, MAC: {phone.mac_address}, IP: /{phone.ip_address}, Supplicant state: COMPLETED\n'
-    return text
-
-
 def dumpsys_notification(phone, args):
     lines = ["Current Notification Manager state:", "  Notification List:"]
     for note in phone.notifications:
@@ -186,8 +180,8 @@ def dumpsys_account(phone, args):
 
 
 SERVICES = {"window": dumpsys_window, "activity": dumpsys_activity, "display": dumpsys_display,
-            "battery": dumpsys_battery, "input": dumpsys_input, "power": dumpsys_power, "wifi": dumpsys_wifi,
-            "notification": dumpsys_notification, "account": dumpsys_account}
+            "battery": dumpsys_battery, "input": dumpsys_input, "power": dumpsys_power,
+            "notification": dumpsys_notification, "account": dumpsys_account, **dumpsys_system.SERVICES}
 
 
 def cmd_dumpsys(sh, args, stdin):

@@ -11,6 +11,7 @@ from simfarm.engine import Engine
 from simfarm.fs import VirtualFS
 from simfarm.phone_state import PROFILES, SettingsStore
 from simfarm.shell import Shell
+from simfarm.system_facts import derived_props, link_settings, seed_files
 from simfarm.types import ShellResult
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,8 @@ class VirtualPhone:
         self.engine = Engine(self, self._choose_apps(self.all_apps), self.width, self.height)
         self.engine.anomalies.configure(self.anomaly_rate, stable_int(seed, index, "anomalies"))
         self.engine.anomalies.configure_handback(self.handback_rate, stable_int(seed, index, "handback"))
+        link_settings(self)   # Settings' choices as a real phone shows them (settings keys)
+        seed_files(self)
         self.render_cache = render.RenderCache()
         self._flip_state, self._page_flips = None, 0
         self.shell = Shell(self, COMMANDS)
@@ -274,6 +277,7 @@ class VirtualPhone:
             "ro.product.locale": "en-US", "gsm.operator.alpha": "SimTel", "net.hostname": self.serial,
         }
         props.update(self.extra_props)
+        props.update(derived_props(self))
         props.update({"persist.sys.locale": self.locale, "persist.sys.language": self.locale.split("-")[0]})
         return props
 
@@ -307,6 +311,7 @@ class VirtualPhone:
         self.permissions.pop(package, None)
         self.notifications = [n for n in self.notifications if n["package"] != package]
         self.fs.remove(f"/sdcard/Android/data/{package}", recursive=True)
+        seed_files(self, [package])
         self.engine.changed()
 
     def uninstall(self, package):

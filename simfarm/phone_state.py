@@ -49,7 +49,12 @@ ON_OFF_VALUES = {("secure", "ui_night_mode"): ("2", "1"), ("secure", "location_m
 
 
 class SettingsStore:
-    """The three `settings` tables; values are strings as on Android."""
+    """The three `settings` tables; values are strings as on Android.
+
+    A linked key (`links[(namespace, key)] = (read, write)`) is a view of state kept elsewhere (the
+    Settings app's own data, system_facts.py): `read(stored)` gives its value from that state (the
+    stored string is what was last put, or the default), `write(value)` changes that state.
+    """
 
     def __init__(self, overrides: dict | None = None):
         self._tables = {ns: dict(values) for ns, values in DEFAULT_SETTINGS.items()}
@@ -57,15 +62,21 @@ class SettingsStore:
             self._tables[ns].update(values)
         self._lock = threading.RLock()
         self.listeners = []  # fn(namespace, key, value) called after a change
+        self.links = {}      # (namespace, key) -> (read(stored) -> str | None, write(value))
 
     def get(self, namespace, key):
         with self._lock:
-            return self._tables.get(namespace, {}).get(key)
+            stored = self._tables.get(namespace, {}).get(key)
+            link = self.links.get((namespace, key))
+            return link[0](stored) if link else stored
 
     def put(self, namespace, key, value):
         with self._lock:
-            old = self._tables[namespace].get(key)
+            old = self.get(namespace, key)
             self._tables[namespace][key] = str(value)
+            link = self.links.get((namespace, key))
+            if link:
+                link[1](str(value))
         if old != str(value):
             for listener in self.listeners:
                 listener(namespace, key, str(value))
@@ -76,7 +87,9 @@ class SettingsStore:
 
     def items(self, namespace):
         with self._lock:
-            return list(self._tables.get(namespace, {}).items())
+            keys = set(self._tables.get(namespace, {})) | {k for ns, k in self.links if ns == namespace}
+            values = ((key, self.get(namespace, key)) for key in sorted(keys))
+            return [(key, value) for key, value in values if value is not None]
 
     def is_on(self, namespace, key) -> bool:
         on, _ = ON_OFF_VALUES.get((namespace, key), ("1", "0"))

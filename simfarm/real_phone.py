@@ -5,7 +5,9 @@ third-party apps' state and its own test hooks), nor one onto the Settings app's
 (`content://com.android.settings/...`: saved networks, paired devices; system settings themselves stay
 readable as `content://settings/...` and `settings get`) and no receiver for `com.sim.*` broadcasts, and its
 `dumpsys input` has no farm-only gesture log. Everything else (settings, files, dumpsys, pm, am,
-input, screencap, uiautomator) is the same in both modes.
+input, screencap, uiautomator) is the same in both modes. The Settings app's choices stay readable the
+way a real phone shows them: settings keys, `getprop persist.sys.timezone` (system_facts.py) and
+`dumpsys wifi|bluetooth_manager|role|backup` (dumpsys_system.py).
 """
 import logging
 

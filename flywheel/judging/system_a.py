@@ -39,6 +39,15 @@ def system_a_vote(phone: PhoneConnection, verification: dict) -> SystemVote:
             passed, detail = read_and_compare(phone, check)
             results.append({"check": check, "passed": passed, "detail": detail})
     except CheckNotReadable as error:
+        # Unreadable here, but a broken environment is a fact any phone shows (network off, a crash
+        # dialog): the failure is the environment's whatever the task's own state (re-collected).
+        try:
+            cause = environmental_cause(phone)
+        except PhoneUnavailable:
+            cause = ""
+        if cause:
+            return SystemVote("A", "env_error", f"terminal state not readable ({error}) — environment: {cause}",
+                              details={"results": results, "environment": cause})
         return SystemVote("A", "abstain", f"terminal state not readable: {error}",
                           details={"results": results})
     except PhoneUnavailable as error:

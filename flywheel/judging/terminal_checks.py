@@ -11,6 +11,7 @@ import shlex
 
 from devices.phone import PhoneConnection
 from flywheel.queries.query_format import terminal_check_problems
+from flywheel.rules.device_state import private_state
 
 
 class CheckNotReadable(Exception):
@@ -42,6 +43,8 @@ def check_command(check: dict) -> str:
         if check.get("where"):
             command += f" --where {quote(check['where'])}"
         return command
+    if kind == "dumpsys":
+        return f"dumpsys {quote(check['service'])}"
     if kind == "file":
         path = quote(check["path"])
         if any(name in check for name in ("contains", "not_contains", "matches", "equals")):
@@ -70,6 +73,9 @@ def compare(check: dict, output: str) -> tuple[bool, str]:
 
 def read_and_compare(phone: PhoneConnection, check: dict) -> tuple[bool, str]:
     check = validated(check)
+    private = private_state(check)
+    if private:  # never asked: no phone lets a shell read it, and the console relies on nothing a farm alone offers
+        raise CheckNotReadable(private)
     if check["check"] == "foreground":
         current = phone.foreground()
         if current["package"] != check["package"]:

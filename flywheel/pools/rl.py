@@ -170,9 +170,11 @@ def group_verdicts(run: CollectionRun, query_id: int) -> list[str]:
     """The verdict of each rollout of the run over the query, as the group stands now.
 
     A rollout re-collected after Env_ERROR counts by its re-collection; a rollout still queued or
-    being collected counts as "pending".
+    being collected counts as "pending"; one whose prerequisites could not be met is no rollout (the
+    policy never acted) and is left out.
     """
     trajectories = list(Trajectory.objects.filter(run=run, query_id=query_id)
+                        .exclude(status=Trajectory.Status.NOT_EXECUTABLE)
                         .values_list("pk", "verdict", "recollection_of_id"))
     replaced = {parent for _, _, parent in trajectories if parent}
     verdicts = [verdict for pk, verdict, _ in trajectories if pk not in replaced]

@@ -2,7 +2,7 @@
 
 Everything goes through `phone.run(shell command)`, as an ADB client would: the follower reads
 the screen with `uiautomator dump`, resolves each step's target in that XML and sends `input`
-commands; the checks read state with `settings`, `content query`, `ls`/`cat`, `dumpsys window`.
+commands; the checks read state with `settings`, `getprop`, `content query`, `ls`/`cat`, `dumpsys SERVICE`.
 The console's real executor lives elsewhere; this one is only as big as the tests need.
 """
 from __future__ import annotations
@@ -332,6 +332,8 @@ def evaluate(phone, check: dict) -> tuple[bool, str]:
         return ok, focus.strip()
     elif kind == "getprop":
         output = sh(phone, f"getprop {check['key']}")
+    elif kind == "dumpsys":
+        output = sh(phone, f"dumpsys {check['service']}")
     elif kind == "screen":
         output = sh(phone, "uiautomator dump /dev/tty")
     else:

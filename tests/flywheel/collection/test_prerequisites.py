@@ -135,3 +135,15 @@ def test_make_up_seeds_the_farms_recipes_and_a_bad_file_says_why(tmp_path):
     bad.write_text('{"key": "k", "label": "K", "phrases": []}\n')
     with pytest.raises(CommandError, match="phrases: the prerequisites it meets"):
         call_command("import_recipes", str(bad))
+
+
+def test_an_rl_group_does_not_wait_on_a_rollout_that_never_ran(shop_phone):
+    from flywheel.models import CollectionRun
+    from flywheel.pools.rl import group_verdicts
+
+    _, device, _ = shop_phone
+    query = shop_query("a bank card bound")
+    run = CollectionRun.objects.create(line="rl", config={"repeats": 2})
+    Trajectory.objects.create(query=query, run=run, device=device, line="rl", status="completed", verdict="true")
+    Trajectory.objects.create(query=query, run=run, device=device, line="rl", status="not_executable")
+    assert group_verdicts(run, query.pk) == ["true"]

@@ -50,9 +50,13 @@ def test_the_set_is_labelled_and_spans_skills_and_screen_kinds():
 
 def test_an_expert_success_is_true_and_a_pseudo_completion_false(thread_farm):
     expert = judged(thread_farm, first(task="shop-filter-sony-l1", skill="expert"))
-    assert expert.truth and expert.outcome == "true" and expert.votes["A"]["vote"] == "true"
+    assert expert.truth and expert.outcome == "true"
+    # The filter lives in the shop's own provider: on no phone does A read it (issue #36); B and C judge.
+    assert expert.votes["A"]["vote"] == "abstain" and "no phone lets a shell read it" in expert.votes["A"]["rationale"]
     assert expert.votes["B"]["vote"] == "true" and len(expert.steps) == 6 and expert.screen_kind == "ordinary"
-    pseudo = judged(thread_farm, first(skill="pseudo", truth=False, screen_kind="ordinary"))
+    dark = judged(thread_farm, first(task="settings-dark-theme-l1", skill="expert"))
+    assert dark.truth and dark.outcome == "true" and dark.votes["A"]["vote"] == "true"   # a system setting
+    pseudo = judged(thread_farm, first(task="settings-dark-theme-l1", skill="pseudo"))
     assert not pseudo.truth and pseudo.outcome == "false" and pseudo.votes["A"]["vote"] == "false"
 
 
@@ -67,7 +71,8 @@ def test_on_a_blind_screen_b_abstains_and_c_reads_the_pixels(thread_farm):
     assert case.truth and case.screen_kind == "blind"
     assert case.votes["B"]["vote"] == "abstain" and "the UI dump is blind" in case.votes["B"]["rationale"]
     assert case.votes["C"]["vote"] == "true"
-    assert case.outcome == "true"                  # A reads the booking (the full farm answers)
+    # The booking is the app's own state, which A reads on no phone: with B blind, a person decides.
+    assert case.votes["A"]["vote"] == "abstain" and case.outcome == "undetermined"
 
 
 def test_calibration_reads_the_latest_finished_evaluation(thread_farm, monkeypatch):

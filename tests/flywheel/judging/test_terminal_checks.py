@@ -66,3 +66,30 @@ def test_getprop_and_screen_are_their_own_read_only_kinds(phone):
         time.sleep(0.2)
     assert ok is True, detail
     assert read_and_compare(phone, {"check": "screen", "not_contains": "Bluetooth"})[0] is False
+
+
+def test_dumpsys_is_a_read_only_kind_of_its_own(phone):
+    assert check_command({"check": "dumpsys", "service": "bluetooth_manager"}) == "dumpsys bluetooth_manager"
+    assert read_and_compare(phone, {"check": "dumpsys", "service": "battery", "matches": r"level: \d+"})[0] is True
+    with pytest.raises(SpecInvalid, match="service: must be a service name"):
+        check_command({"check": "dumpsys", "service": "battery; id"})
+
+
+def test_an_apps_own_state_is_never_asked_and_system_a_abstains():
+    """What no phone lets a shell read (an app's provider, its private files) is not read on any phone:
+    on a phone in real-phone mode not one request reaches what only the farm answers."""
+    from simfarm.farm import Farm
+    from simfarm.serve import ServerThread
+
+    farm = Farm(devices=1, real_phone=True)
+    with ServerThread(farm) as server:
+        phone = PhoneConnection(f"127.0.0.1:{server.port}", next(iter(farm)).serial)
+        for check in ({"check": "content", "uri": "content://com.sim.notes/notes", "contains": "milk"},
+                      {"check": "content", "uri": "content://com.android.settings/paired_devices", "contains": "JBL"},
+                      {"check": "file", "path": "/data/data/com.sim.notes/databases/notes.db", "exists": True}):
+            vote = system_a_vote(phone, {"terminal": [check]})
+            assert vote.vote == "abstain" and "no phone lets a shell read it" in vote.rationale, vote.rationale
+        # Android's own providers are read as ever
+        wifi = {"check": "content", "uri": "content://settings/global", "where": "name='wifi_on'", "contains": "value=1"}
+        assert system_a_vote(phone, {"terminal": [wifi]}).vote == "true"
+        assert next(iter(farm.phones.values())).farm_only_count == 0
