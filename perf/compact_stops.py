@@ -31,14 +31,13 @@ sys.path.append(str(ROOT / "perf"))  # offline_policy; after the root, whose tra
 
 
 def collect(path: Path, tiers: tuple[str, ...]):
-    from offline_policy import single_app_tasks
+    from offline_policy import single_app_tasks, terminal_truth
 
     from devices.baseline import read_baseline
     from devices.executor import ActionExecutor
     from devices.observation import observe
     from devices.phone import PhoneConnection
     from devices.reset import reset_phone
-    from flywheel.judging.system_a import system_a_vote
     from flywheel.policies import OfflinePolicy
     from flywheel.policies.base import PolicyError, PolicyState
     from flywheel.policies.protocol import AGENT_STOPS, HistoryEntry, history_text
@@ -73,7 +72,7 @@ def collect(path: Path, tiers: tuple[str, ...]):
                 if result.action["action"] in AGENT_STOPS:
                     ended = result.action["action"] == "call_user" or result.action.get("status") == "success"
                     break
-            if ended and system_a_vote(phone, task["verification"]).vote == "true":
+            if ended and terminal_truth(phone, task["verification"])[0]:
                 kept.append({"key": task["key"], "steps": steps})
             print(f"{task['key']}: {'kept' if kept and kept[-1]['key'] == task['key'] else 'dropped'}, "
                   f"{len(steps)} steps", flush=True)

@@ -1,5 +1,5 @@
 """The built-in offline policy on the virtual farm's own tasks, through the real executor and
-safety audit over the ADB protocol, judged by System A. (perf/offline_policy.py measures the
+safety audit over the ADB protocol, judged by the end state as the farm knows it. (perf/offline_policy.py measures the
 whole L1/L2 single-app set and prints the share.)"""
 import sys
 from pathlib import Path
