@@ -87,7 +87,8 @@ def drive_phone(run_id, device, lease, stop_event, deadline=float("inf")):
             if item is None:
                 break
             # Between two of its own tasks, so no run waits on it (devices/teardown.py); a phone it
-            # quarantines has its item re-queued for a spare.
+            # quarantines has its item re-queued for a spare. Its ADB reads hold no pooled connection.
+            release_connection()
             if teardown.maybe_tear_down(phone, device) is not None and device.status == Device.Status.QUARANTINED:
                 return
             try:
