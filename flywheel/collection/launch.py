@@ -18,7 +18,7 @@ from devices.hosts import host_queue
 from devices.models import Lease, WorkItem
 from flywheel import jobs
 from flywheel.events import publish
-from flywheel.models import App, CollectionRun, Line, Query, QueryApp, RlQueryEntry
+from flywheel.models import App, CollectionRun, Line, Query, QueryApp, RlQueryEntry, SetupRecipe
 from flywheel.policies import default_policy_version
 from flywheel.pools.rl import metabolize_group
 from flywheel.signals import announce_progress
@@ -84,10 +84,12 @@ def launch_run(line, query_filter=None, model_version=None, config=None, user=No
                                            model_version=model_version or default_policy_version(),
                                            created_by=user, status=CollectionRun.Status.QUEUED)
         queries = list(select_queries(query_filter or {}, held_out=line == Line.BENCHMARK))
+        recipes = SetupRecipe.rules()
+        requirements = {query.pk: query.phone_requirements(recipes) for query in queries}
         for repeat in range(int(config["repeats"])):
             for query in queries:
                 scheduling.enqueue(run.work_kind, {"run_id": run.pk, "query_id": query.pk, "repeat": repeat},
-                                   query.phone_requirements())
+                                   requirements[query.pk])
         run.total = len(queries) * int(config["repeats"])
         run.save(update_fields=["total"])
     if dispatch:

@@ -29,6 +29,19 @@ def environmental_cause(phone: PhoneConnection) -> str:
     return ""
 
 
+def environment_vote(phone: PhoneConnection, reason: str, results: list, unreachable: str) -> SystemVote | None:
+    """Env_ERROR when the phone shows a broken environment now (`unreachable`: the cause to give when
+    the phone does not answer, "" for none); None when it shows nothing of the kind."""
+    try:
+        cause = environmental_cause(phone)
+    except PhoneUnavailable:
+        cause = unreachable
+    if not cause:
+        return None
+    return SystemVote("A", "env_error", f"{reason} — environment: {cause}",
+                      details={"results": results, "environment": cause})
+
+
 def system_a_vote(phone: PhoneConnection, verification: dict) -> SystemVote:
     checks = (verification or {}).get("terminal") or []
     if not checks:
@@ -41,15 +54,8 @@ def system_a_vote(phone: PhoneConnection, verification: dict) -> SystemVote:
     except CheckNotReadable as error:
         # Unreadable here, but a broken environment is a fact any phone shows (network off, a crash
         # dialog): the failure is the environment's whatever the task's own state (re-collected).
-        try:
-            cause = environmental_cause(phone)
-        except PhoneUnavailable:
-            cause = ""
-        if cause:
-            return SystemVote("A", "env_error", f"terminal state not readable ({error}) — environment: {cause}",
-                              details={"results": results, "environment": cause})
-        return SystemVote("A", "abstain", f"terminal state not readable: {error}",
-                          details={"results": results})
+        return (environment_vote(phone, f"terminal state not readable ({error})", results, "")
+                or SystemVote("A", "abstain", f"terminal state not readable: {error}", details={"results": results}))
     except PhoneUnavailable as error:
         return SystemVote("A", "abstain", f"phone unreachable at the end: {error}",
                           details={"results": results})
@@ -58,11 +64,5 @@ def system_a_vote(phone: PhoneConnection, verification: dict) -> SystemVote:
         return SystemVote("A", "true", f"all {len(results)} terminal check(s) hold",
                           details={"results": results})
     reason = "; ".join(f"{r['check'].get('check')}: {r['detail']}" for r in failed)
-    try:
-        cause = environmental_cause(phone)
-    except PhoneUnavailable:
-        cause = "phone unreachable"
-    if cause:
-        return SystemVote("A", "env_error", f"{reason} — environment: {cause}",
-                          details={"results": results, "environment": cause})
-    return SystemVote("A", "false", reason, details={"results": results})
+    return (environment_vote(phone, reason, results, "phone unreachable")
+            or SystemVote("A", "false", reason, details={"results": results}))

@@ -115,14 +115,17 @@ class Query(models.Model):
     def app_packages(self):
         return [link.app.package for link in self.app_links.select_related("app")]
 
-    def phone_requirements(self) -> dict:
+    def phone_requirements(self, recipes=None) -> dict:
         """What a phone must offer to run this query: its requirements plus every app it uses, and the
-        accounts and apps of the recipes that meet its prerequisites."""
+        accounts and apps of the recipes that meet its prerequisites (`recipes`: SetupRecipe.rules(),
+        read once by a caller that asks for many queries)."""
         from flywheel.rules.prerequisites import phone_requirements, resolve
 
         requirements = dict(self.requirements or {})
-        recipes, _ = resolve(self.prerequisites, SetupRecipe.rules()) if self.prerequisites else ([], [])
-        needed = phone_requirements(recipes)
+        met = []
+        if self.prerequisites:
+            met, _ = resolve(self.prerequisites, SetupRecipe.rules() if recipes is None else recipes)
+        needed = phone_requirements(met)
         requirements["apps"] = sorted(set(requirements.get("apps") or []) | set(self.app_packages)
                                       | set(needed.get("apps", [])))
         if needed.get("accounts"):
