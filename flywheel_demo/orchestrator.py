@@ -47,6 +47,7 @@ from flywheel.models import (
 )
 from flywheel.pools.rl import bank_phase0
 from flywheel.queries.exploration.runs import cancel_exploration
+from flywheel.queries.recipes import import_recipes
 from flywheel.repair.loop import advance_loop, newer_model, pool_sizes, start_loop
 from flywheel.repair.loop_control import cancel_loop
 from flywheel.rules.numbers import whole_number
@@ -58,6 +59,7 @@ from training.compact import CompactTrainingError, train_compact
 
 log = logging.getLogger(__name__)
 FARM_TASKS = Path(settings.BASE_DIR) / "simfarm" / "tasks" / "tasks.jsonl"
+FARM_RECIPES = Path(settings.BASE_DIR) / "simfarm" / "setup_recipes.jsonl"   # what the tasks' prerequisites need
 DEFAULTS = {"phones": 4, "max_steps": 15, "loop_rounds": 2, "group_size": 4, "max_queries": 64, "epochs": 40,
             "seed": 0, "unseen_apps": 2, "explore_seconds": 300, "phrasings": 2, "cross_app": 20,
             "training_queries": 240}
@@ -212,6 +214,8 @@ def _setup(demo) -> bool:
     path = Path(settings.FLYWHEEL_DEMO_TASKS or FARM_TASKS)
     version = "held-out-" + hashlib.sha256(path.read_bytes()).hexdigest()[:8]
     benchmark = import_farm_tasks(path, version=version, held_out_share=1, user=demo.created_by)
+    if FARM_RECIPES.is_file():
+        import_recipes(FARM_RECIPES.read_text(encoding="utf-8"), keep_existing=True)
     held = benchmark.items.filter(split="held_out")
     packages = sorted(set(App.objects.filter(queries__benchmark_items__in=held).values_list("package", flat=True)))
     unseen = held_out_apps(packages, demo.config["unseen_apps"], demo.config["seed"])

@@ -44,9 +44,11 @@ from benchmark.models import EvalResult, EvalRun
 from devices.hosts import host_queue
 from devices.registry import discover_devices
 from flywheel.policies import default_policy_version
+from flywheel.queries.recipes import import_recipes
 from simfarm.launch import die_with_parent, running_farm
 
 TASKS = ROOT / "simfarm" / "tasks" / "tasks.jsonl"
+RECIPES = ROOT / "simfarm" / "setup_recipes.jsonl"
 PHONES = 4
 
 
@@ -67,6 +69,7 @@ def main():
         os.environ["ADB_SERVERS"] = farm.address
         discover_devices([farm.address])
         benchmark = import_farm_tasks(TASKS)
+        import_recipes(RECIPES.read_text(encoding="utf-8"))   # what the tasks' prerequisites need
         worker = start_worker(farm.address, log)
         try:
             started = time.perf_counter()

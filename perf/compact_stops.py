@@ -41,6 +41,7 @@ def collect(path: Path, tiers: tuple[str, ...]):
     from flywheel.policies import OfflinePolicy
     from flywheel.policies.base import PolicyError, PolicyState
     from flywheel.policies.protocol import AGENT_STOPS, HistoryEntry, history_text
+    from perf.farm_recipes import set_up
     from simfarm.farm import Farm
     from simfarm.serve import ServerThread
 
@@ -52,6 +53,9 @@ def collect(path: Path, tiers: tuple[str, ...]):
         for task in tasks:
             apps = list(task.get("apps") or [])
             reset_phone(phone, task.get("reset") or None, apps=apps, baseline=baseline)
+            if set_up(phone, task)[0]:
+                print(f"{task['key']}: not executable here (its prerequisites)", flush=True)
+                continue
             executor, history, steps, ended = ActionExecutor(phone, holder="compact-stops"), [], [], False
             for _ in range(20):
                 seen = observe(phone)

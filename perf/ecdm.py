@@ -151,6 +151,7 @@ def main():
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     call_command("import_queries", str(TASKS), verbosity=0)
+    call_command("import_recipes", str(ROOT / "simfarm" / "setup_recipes.jsonl"), verbosity=0)
     with running_farm(devices=args.phones + 1, seed=11, log_path=Path(VAR) / "farm.log") as farm:
         run = collect(farm.address, args.tiers.split(","), args.phones)
         failed, elapsed, derived = run_ecdm(run)

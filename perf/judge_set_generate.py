@@ -40,6 +40,7 @@ from devices.uitree import all_nodes, parse_hierarchy
 from flywheel.judging.terminal_checks import CheckNotReadable, read_and_compare
 from flywheel.screens.ocr_candidates import pixel_candidates
 from flywheel.screens.selectors import find_target
+from perf.farm_recipes import set_up
 from simfarm.farm import Farm
 from simfarm.serve import ServerThread
 
@@ -55,9 +56,10 @@ ON, OFF, NEUTRAL = "on_course", "off_course", "neutral"
 class Walk:
     """One trajectory being collected: executed actions, per-step truth, screen kinds seen."""
 
-    def __init__(self, connection, phone):
+    def __init__(self, connection, phone, setup=()):
         self.connection, self.phone = connection, phone
         self.actions, self.step_truth, self.kinds = [], [], {phone_kind(phone)}
+        self.setup = list(setup)   # what the task's setup recipes did after the reset (replayed before `actions`)
 
     def screen(self) -> str:
         return self.connection.dump_hierarchy()
@@ -121,7 +123,10 @@ def truth_of(connection, task: dict) -> tuple[bool, str]:
 def start(farm, connection, task: dict) -> "Walk":
     farm.factory_reset(SERIAL)   # nothing a previous case did (a wanderer's taps) leaks into this one
     reset_phone(connection, task.get("reset"), apps=task.get("apps") or [])
-    return Walk(connection, farm.phones[SERIAL])
+    unmet, setup = set_up(connection, task, rules=[])
+    if unmet:
+        raise SystemExit(f"{task['key']}: its prerequisites cannot be met on the farm: {unmet}")
+    return Walk(connection, farm.phones[SERIAL], setup)
 
 
 def touchable(connection) -> list[list[int]]:
@@ -201,6 +206,7 @@ def collect(farm, connection, task: dict, skill: str, rng: random.Random) -> dic
     return {"key": f"{task['key']}/{skill}", "task": task["key"], "skill": skill, "goal": task["text"],
             "apps": task.get("apps") or [], "verification": task["verification"],
             "known_path": task.get("known_path"), "reset": task.get("reset"), "actions": walk.actions,
+            **({"setup": walk.setup} if walk.setup else {}),
             "truth": truth, "truth_detail": detail[:300], "screen_kind": kind, "step_truth": walk.step_truth}
 
 

@@ -46,10 +46,12 @@ def measure(tasks, phone, schema_guided=False, verbose=False, baseline=None):
     reset restores `baseline` (the phone's global settings, read before the first task)."""
     from flywheel.policies import OfflinePolicy
     from flywheel.policies.episode import run_episode
+    from perf.farm_recipes import set_up
 
     results = []
     for task in tasks:
-        episode = run_episode(phone, task, OfflinePolicy(), schema_guided=schema_guided, baseline=baseline)
+        episode = run_episode(phone, task, OfflinePolicy(), schema_guided=schema_guided, baseline=baseline,
+                              prepare=lambda reset, task=task: set_up(reset, task)[0])
         holds, why = terminal_truth(phone, task["verification"])
         # A handoff the task expects (call_user at a payment screen) ends the episode as well as
         # terminate does; what decides is the terminal state, as the farm knows it.

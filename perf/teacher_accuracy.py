@@ -68,12 +68,17 @@ def replay_slips(phone, tasks, baseline=None, verbose=False) -> list[dict]:
     from flywheel.policies.protocol import HistoryEntry, describe_action
     from flywheel.policies.teacher import TeacherContext
     from flywheel.policies.teacher_path import _resolve, effective_steps, visible_nodes
+    from perf.farm_recipes import set_up
 
     slips = []
     for task in tasks:
         apps = list(task["apps"])
         steps = effective_steps(task["known_path"], apps)
         reset_phone(phone, task.get("reset") or None, apps=apps, baseline=baseline)
+        unmet, _ = set_up(phone, task)
+        if unmet:
+            print(f"  {task['key']}: not executable here: {unmet}", flush=True)
+            continue
         executor = ActionExecutor(phone, holder="teacher-accuracy")
         rng = random.Random(task["key"])
         history, dumps, mine = [], [], []

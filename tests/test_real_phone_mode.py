@@ -1,7 +1,7 @@
 """Issue #36: the console runs on real phones with the same code, relying on nothing only the farm
 offers. Phones in the farm's real-phone mode answer only what a real Android phone answers and count
 every request that only a farm would answer; here the loop runs on them — collection on the
-schema-guided, automatic, external, RL and benchmark lines (prerequisites set up by their recipe,
+semi-automatic, schema-guided, automatic, external, RL and benchmark lines (prerequisites set up by their recipe,
 hand-back states shown by the apps themselves), judging and routing, the ECDM's attribution, repair
 and replay, the hand-back channel, teardown — and not one such request is made."""
 import json
@@ -19,7 +19,7 @@ from devices.registry import discover_devices
 from flywheel.collection import handback
 from flywheel.collection.driver import drive_host
 from flywheel.collection.launch import launch_run
-from flywheel.models import App, Query, Repair, RlQueryEntry, Trajectory
+from flywheel.models import Query, Repair, RlQueryEntry, Trajectory
 from flywheel.policies import default_policy_version
 from flywheel.queries.external import ingest_external
 from flywheel.queries.jsonl import import_queries
@@ -32,7 +32,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = {row["key"]: line for line in (ROOT / "simfarm" / "tasks" / "tasks.jsonl").read_text().splitlines()
          if (row := json.loads(line))}
-KEYS = ["settings-airplane-boarding", "shop-filter-sony-l1", "notes-create-groceries-l1"]
+KEYS = ["settings-airplane-boarding", "shop-filter-sony-l1", "notes-create-groceries-l1",
+        "shop-jbl-order-arrived"]   # the last presumes a signed-in ShopMart: its recipe runs first
 
 
 @pytest.fixture
@@ -50,18 +51,46 @@ def refused(farm) -> list[str]:
     return [call for phone in farm.phones.values() for call in phone.farm_only_calls]
 
 
-def test_the_loop_on_real_phones_makes_no_farm_only_request(real_phones, role_users, settings):
+def semi_automatic_session(client, query) -> Trajectory:
+    """An annotator takes the query, verifies what the model proposes for a few steps, and ends it."""
+    assert client.post("/queue/take-next/", {"query": query.pk}).status_code == 302
+    trajectory = Trajectory.objects.filter(line="semi_auto", query=query).latest("id")
+    for _ in range(4):
+        client.post(f"/session/{trajectory.pk}/prepare/")
+        step = trajectory.steps.filter(executed_action__isnull=True).first()
+        if step is None:
+            break
+        ending = (step.proposed_action or {}).get("action") in ("terminate", "call_user")
+        body = {"step": step.index, "action": step.proposed_action, "cot": step.cot}
+        if ending and step.proposed_action.get("status") != "success":
+            body["stated_outcome"] = "failure"
+        answer = client.post(f"/session/{trajectory.pk}/execute/", json.dumps(body),
+                             content_type="application/json").json()
+        assert answer.get("ok"), answer
+        if answer["finished"]:
+            break
+    trajectory.refresh_from_db()
+    if trajectory.status == "running":
+        step = trajectory.steps.filter(executed_action__isnull=True).first()
+        body = {"step": step.index, "action": {"action": "terminate", "status": "failure"}, "cot": step.cot,
+                "stated_outcome": "failure"}
+        assert client.post(f"/session/{trajectory.pk}/execute/", json.dumps(body),
+                           content_type="application/json").json()["finished"]
+        trajectory.refresh_from_db()
+    return trajectory
+
+
+def test_the_loop_on_real_phones_makes_no_farm_only_request(real_phones, role_users, client_as, settings):
     farm, address = real_phones
     settings.TEARDOWN_EVERY_TASKS, settings.ECDM_REPLAY = 3, True
-    import_queries("\n".join(TASKS[key] for key in KEYS if key in TASKS) + "\n")
+    import_queries("\n".join(TASKS[key] for key in KEYS) + "\n")
     import_recipes((ROOT / "simfarm" / "setup_recipes.jsonl").read_text())
-    orders = Query.objects.create(key="shop-orders-signed-in", text="Show me my ShopMart orders", tier="L1",
-                                  prerequisites=["signed in to ShopMart"],
-                                  reset={"force_stop": ["com.sim.shop"], "clear": ["com.sim.shop"], "home": True},
-                                  verification={"terminal": [{"check": "foreground", "package": "com.sim.shop"}],
-                                                "milestones": [{"name": "orders", "text": "My orders"}]})
-    orders.set_apps([App.objects.get_or_create(package="com.sim.shop")[0]])
-    keys = [key for key in KEYS if key in TASKS] + [orders.key]
+    orders = Query.objects.get(key="shop-jbl-order-arrived")
+    keys = KEYS
+
+    session = semi_automatic_session(client_as("annotator"), orders)
+    assert session.setup["met"] and session.status == "completed", (session.setup, session.status)
+    assert session.steps.filter(executed_action__isnull=False).exists()
 
     for line, chosen in (("schema", keys), ("automatic", keys)):
         run = launch_run(line, {"keys": chosen}, config={"phones": 2, "max_steps": 8, "clarify_wait_s": 0}, dispatch=False)
@@ -98,6 +127,7 @@ def test_the_loop_on_real_phones_makes_no_farm_only_request(real_phones, role_us
         teardown.tear_down(PhoneConnection.for_device(device), device, ["the test's end"])
 
     # System A read what any phone shows and abstained on an app's own state
-    votes = [v for t in Trajectory.objects.exclude(line__in=["benchmark", "ecdm", "handback"]) for v in t.votes.all()]
+    votes = [v for t in Trajectory.objects.exclude(line__in=["benchmark", "ecdm", "handback", "semi_auto"])
+             for v in t.votes.all()]
     assert any(v.system == "A" and v.vote != "abstain" for v in votes)
     assert refused(farm) == [], refused(farm)

@@ -37,18 +37,17 @@ def run_recipe(recipe: Recipe, phone, executor) -> dict:
     return done
 
 
-def prepare(trajectory: Trajectory, phone, executor, device=None) -> Stop | None:
-    """Meet the query's prerequisites on the freshly reset phone; None when they hold (or it has none)."""
-    prerequisites = list(trajectory.query.prerequisites or [])
-    if not prerequisites:
-        return None
-    recipes, unmet = resolve(prerequisites, SetupRecipe.rules())
-    record = {"prerequisites": prerequisites, "recipes": [], "unmet": unmet}
+def meet(prerequisites: list[str], recipes: list[Recipe], phone, executor, profile: dict | None = None):
+    """(record, stop): run the recipes that meet the prerequisites on a freshly reset phone; stop is None
+    when they all hold. `profile`: the phone's readiness profile, checked for each recipe's account and
+    apps (None: not checked, as for a harness that drives one known phone)."""
+    met, unmet = resolve(prerequisites, recipes)
+    record = {"prerequisites": list(prerequisites), "recipes": [], "unmet": unmet}
     stop = None
     if unmet:
         stop = Stop(StopKind.PREREQUISITE_UNMET, f"no setup recipe meets: {'; '.join(unmet)}")
-    for recipe in recipes if stop is None else []:
-        missing = unmet_requirements(device.readiness_profile, phone_requirements([recipe])) if device else []
+    for recipe in met if stop is None else []:
+        missing = unmet_requirements(profile, phone_requirements([recipe])) if profile is not None else []
         if missing:
             stop = Stop(StopKind.PREREQUISITE_UNMET, f"{recipe.key}: the phone lacks {', '.join(missing)}")
             break
@@ -58,6 +57,16 @@ def prepare(trajectory: Trajectory, phone, executor, device=None) -> Stop | None
             stop = Stop(StopKind.PREREQUISITE_UNMET, f"{recipe.key} did not run: {done['error']}")
             break
     record["met"] = stop is None
+    return record, stop
+
+
+def prepare(trajectory: Trajectory, phone, executor, device=None) -> Stop | None:
+    """Meet the query's prerequisites on the freshly reset phone; None when they hold (or it has none)."""
+    prerequisites = list(trajectory.query.prerequisites or [])
+    if not prerequisites:
+        return None
+    record, stop = meet(prerequisites, SetupRecipe.rules(), phone, executor,
+                        profile=(device.readiness_profile or {}) if device else None)
     Trajectory.objects.filter(pk=trajectory.pk).update(setup=record)
     trajectory.setup = record
     return stop

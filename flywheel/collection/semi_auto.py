@@ -25,7 +25,7 @@ from devices.observation import observe
 from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.reset import ResetError
 from devices.reset import reset_phone as reset_device
-from flywheel.collection import recorder
+from flywheel.collection import prerequisites, recorder
 from flywheel.collection.edits import measure_edit
 from flywheel.judging.destinations import route_trajectory
 from flywheel.models import Destination, Line, Outcome, Query, Trajectory
@@ -96,11 +96,19 @@ def start_session(query, user, model_version=None) -> Trajectory:
                            "try again when one is released")
     trajectory.device = device
     trajectory.save(update_fields=["device"])
+    phone = PhoneConnection.for_device(device)
     try:
-        reset_phone(PhoneConnection.for_device(device), query, baseline=device.baseline)
+        reset_phone(phone, query, baseline=device.baseline)
+        unmet = prerequisites.prepare(trajectory, phone, ActionExecutor(
+            phone, holder=lease_holder(trajectory), device=device, lease=lease, lease_ttl=LEASE_TTL), device)
     except (PhoneUnavailable, ResetError) as error:
         interrupt(trajectory, Stop(StopKind.RESET_FAILED, f"reset failed: {error}"))
         raise SessionError(f"the phone {device.serial} did not answer the reset: {error}") from error
+    if unmet is not None:
+        # As on every line: not executable, never judged; the query goes to review with the reason
+        # (a recipe to add, or an account no phone holds), so the queue does not hand it out again.
+        mark_not_executable(trajectory, unmet.detail, stop_kind=StopKind.PREREQUISITE_UNMET)
+        raise SessionError(f"{query.key} cannot start: {unmet.detail}. It went back to review.")
     return trajectory
 
 
@@ -297,9 +305,9 @@ def fix_reasoning(trajectory, step_index: int, cot: dict) -> list:
     return route_verified(trajectory)
 
 
-def mark_not_executable(trajectory, reason: str) -> None:
+def mark_not_executable(trajectory, reason: str, stop_kind: StopKind = StopKind.NOT_EXECUTABLE) -> None:
     """The task cannot be done as written: the query goes back to review with the reason."""
-    trajectory.status, trajectory.stop_kind, trajectory.stop_reason = "not_executable", StopKind.NOT_EXECUTABLE, reason[:200]
+    trajectory.status, trajectory.stop_kind, trajectory.stop_reason = "not_executable", stop_kind, reason[:200]
     trajectory.finished_at = timezone.now()
     trajectory.save(update_fields=["status", "stop_kind", "stop_reason", "finished_at"])
     release_phone(trajectory)

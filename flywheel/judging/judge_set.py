@@ -18,6 +18,7 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
+from devices.actions import RESOLVED_FIELDS
 from devices.executor import execute_action
 from devices.observation import observe
 from devices.phone import PhoneUnavailable
@@ -63,9 +64,13 @@ def load_set(version: str = CURRENT_SET) -> tuple[dict, list[dict], str]:
 
 
 def replay(phone, case: dict) -> list[dict]:
-    """Reset the phone as the case's query asks, then run its actions, observing the screen before
-    each one (and after the last) as a collection line does; frames go to the blob store."""
+    """Reset the phone as the case's query asks, redo what its setup recipes did (a case whose task
+    presumes a signed-in app), then run its actions, observing the screen before each one (and after
+    the last) as a collection line does; frames go to the blob store."""
     reset_phone(phone, case.get("reset"), apps=case.get("apps") or [])
+    for action in case.get("setup") or []:   # as the executor recorded it: without what it resolved
+        execute_action(phone, {k: v for k, v in action.items() if k not in RESOLVED_FIELDS},
+                       observe(phone).hierarchy_xml)
     steps, actions = [], case["actions"]
     for index, action in enumerate(actions):
         seen = observe(phone)

@@ -191,10 +191,10 @@ class SetupRecipe(models.Model):
         return self.label
 
     def as_rule(self):
-        from flywheel.rules.prerequisites import Recipe, normalise
+        from flywheel.rules.prerequisites import Recipe
 
-        return Recipe(key=self.key, phrases=tuple(normalise(p) for p in self.phrases or []), account=self.account,
-                      apps=tuple(self.apps or []), steps=tuple(self.steps or []))
+        return Recipe.from_row({"key": self.key, "phrases": self.phrases, "account": self.account, "apps": self.apps,
+                                "steps": self.steps})
 
     @classmethod
     def rules(cls):

@@ -29,16 +29,21 @@ def phone_apps(phone) -> list[str]:
 
 
 def run_episode(phone, task: dict, policy, max_steps: int = 20, k: int = 5,
-                schema_guided: bool = False, baseline: dict | None = None) -> Episode:
+                schema_guided: bool = False, baseline: dict | None = None, prepare=None) -> Episode:
     """`task` is a query in the JSONL format of docs/query-format.md.
 
     The policy sees the task's known path and apps only when `schema_guided` (§2.3.4); otherwise the
     goal alone and the phone's apps, as on the automatic, RL and benchmark lines. `baseline` (devices.baseline.read_baseline)
-    is restored by the reset, so one episode's global settings never leak into the next.
+    is restored by the reset, so one episode's global settings never leak into the next. `prepare(phone)`
+    meets the task's prerequisites after the reset (a harness's setup recipes) and says why it could
+    not ('' when it did); the episode then ends "not executable" without a step.
     """
     known_path = task.get("known_path") if schema_guided else None
     apps = list(task.get("apps") or [])
     reset_phone(phone, task.get("reset") or None, apps=apps, baseline=baseline)
+    unmet = prepare(phone) if prepare is not None else ""
+    if unmet:
+        return Episode(outcome=f"not executable: {unmet}")
     offered = apps if schema_guided else phone_apps(phone)
     executor = ActionExecutor(phone, holder="policy-episode")
     episode, history, screenshots = Episode(), [], []

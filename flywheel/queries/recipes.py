@@ -66,11 +66,15 @@ def parse_recipes(text: str) -> list[dict]:
     return rows
 
 
-def import_recipes(text: str) -> dict:
+def import_recipes(text: str, keep_existing: bool = False) -> dict:
+    """{"created", "updated"}; `keep_existing`: a recipe whose key is there already is left as it is
+    (a harness seeding the farm's recipes never undoes a manager's edit)."""
     rows = parse_recipes(text)
     created = updated = 0
     with transaction.atomic():
         for row in rows:
+            if keep_existing and SetupRecipe.objects.filter(key=row["key"]).exists():
+                continue
             _, made = SetupRecipe.objects.update_or_create(key=row["key"], defaults={
                 "label": row["label"].strip(), "phrases": [p.strip() for p in row["phrases"]],
                 "account": row.get("account", "").strip(), "apps": row.get("apps", []), "steps": row.get("steps", [])})

@@ -23,6 +23,13 @@ class Recipe:
     apps: tuple[str, ...] = ()
     steps: tuple[dict, ...] = ()    # known-path steps (flywheel/queries/query_format: known_path.steps)
 
+    @classmethod
+    def from_row(cls, row: dict) -> Recipe:
+        """A recipe as stored or written in a recipes file ({"key", "phrases", "account", "apps", "steps"})."""
+        return cls(key=row["key"], phrases=tuple(normalise(p) for p in row.get("phrases") or []),
+                   account=row.get("account") or "", apps=tuple(row.get("apps") or []),
+                   steps=tuple(row.get("steps") or []))
+
 
 def normalise(phrase: str) -> str:
     """Case, spacing and end punctuation do not make two prerequisites different."""

@@ -7,9 +7,11 @@ The console's real executor lives elsewhere; this one is only as big as the test
 """
 from __future__ import annotations
 
+import json
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from simfarm.walker import step_point
 
@@ -291,6 +293,25 @@ def reset_phone(phone, reset: dict, apps: list[str] = ()) -> None:
         sh(phone, f"pm clear {package}")
     if not reset or reset.get("home", True):
         sh(phone, "input keyevent KEYCODE_HOME")
+
+
+RECIPES = Path(__file__).resolve().parents[2] / "simfarm" / "setup_recipes.jsonl"
+
+
+def prepare(phone, record: dict) -> list[str]:
+    """Meet a task's prerequisites as the console does after its reset: the farm's setup recipe for
+    each (simfarm/setup_recipes.jsonl, matched by flywheel/rules/prerequisites), its steps followed.
+    Returns the recipe keys that ran; PathError when a prerequisite has no recipe."""
+    from flywheel.rules.prerequisites import Recipe, resolve
+
+    recipes = [Recipe.from_row(json.loads(line)) for line in RECIPES.read_text(encoding="utf-8").splitlines()
+               if line.strip()]
+    met, unmet = resolve(record.get("prerequisites") or [], recipes)
+    if unmet:
+        raise PathError(f"{record.get('key')}: no setup recipe meets {unmet}")
+    for recipe in met:
+        follow(phone, list(recipe.steps))
+    return [recipe.key for recipe in met]
 
 
 def _predicates(output: str, check: dict) -> list[str]:

@@ -86,9 +86,10 @@ def test_task_is_well_formed(record):
 def test_known_path_completes_the_task(farm, record):
     phone = tr.fresh_phone(farm)
     tr.reset_phone(phone, record["reset"], record["apps"])
+    tr.prepare(phone, record)
     terminal = record["verification"]["terminal"]
     before = tr.failing_checks(phone, terminal)
-    assert before, f"{record['key']}: the terminal checks already pass on a freshly reset phone"
+    assert before, f"{record['key']}: the terminal checks already pass on a freshly reset (and set-up) phone"
 
     milestones = record["verification"]["milestones"]
     trace = tr.follow(phone, record["known_path"]["steps"], milestones, veto=record["verification"]["veto"])
@@ -96,6 +97,26 @@ def test_known_path_completes_the_task(farm, record):
     assert tr.failing_checks(phone, terminal) == []
     assert trace.milestones_seen == [m["name"] for m in milestones], \
         f"milestones seen {trace.milestones_seen}, wanted {[m['name'] for m in milestones]}"
+
+
+def test_tasks_that_presume_a_signed_in_app_have_a_farm_recipe_and_skip_the_sign_in(farm):
+    """A task with prerequisites starts where its recipe leaves the phone: the app signed in, on its
+    home page, so its known path never meets the sign-in page; without the recipe the path fails."""
+    presumed = [r for r in RECORDS if r["prerequisites"]]
+    assert len(presumed) >= 5 and {app for r in presumed for app in r["apps"]} >= {"com.sim.shop", "com.sim.video"}
+    record = next(r for r in presumed if r["key"] == "shop-jbl-order-arrived")
+    phone = tr.fresh_phone(farm)
+    tr.reset_phone(phone, record["reset"], record["apps"])
+    with pytest.raises(tr.PathError, match="not on screen"):
+        tr.follow(phone, record["known_path"]["steps"])          # signed out: "My orders" asks to sign in
+    phone = tr.fresh_phone(farm)
+    tr.reset_phone(phone, record["reset"], record["apps"])
+    assert tr.prepare(phone, record) == ["shopmart-signed-in"]
+    assert "logged_in=true" in tr.sh(phone, "content query --uri content://com.sim.shop/account")
+    tr.run_step(phone, {"action": "open", "app": "com.sim.shop"}, 0)
+    assert tr.focused_window(phone).endswith(".MainActivity"), "the recipe leaves the app on its home page"
+    with pytest.raises(tr.PathError, match="no setup recipe"):
+        tr.prepare(phone, {**record, "prerequisites": ["a bank card bound"]})
 
 
 def test_the_follower_never_taps_a_veto_element(farm):

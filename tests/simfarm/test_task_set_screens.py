@@ -54,6 +54,7 @@ def test_enough_tasks_cross_these_screens():
 def follow_with_truth(farm, record):
     phone = tr.fresh_phone(farm)
     tr.reset_phone(phone, record["reset"], record["apps"])
+    tr.prepare(phone, record)
     kinds, before_point = [], []
     steps = record["known_path"]["steps"]
 

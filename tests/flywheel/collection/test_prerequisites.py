@@ -65,7 +65,7 @@ def test_the_recipe_signs_in_after_the_reset_and_is_recorded(shop_phone):
     setup = Trajectory.objects.get(pk=trajectory.pk).setup
     assert setup["met"] and setup["unmet"] == [] and setup["prerequisites"] == ["Logged in to ShopMart."]
     (ran,) = setup["recipes"]
-    assert ran["recipe"] == "shopmart-signed-in" and ran["ok"] and len(ran["actions"]) == 5
+    assert ran["recipe"] == "shopmart-signed-in" and ran["ok"] and len(ran["actions"]) == 6
     assert all(a["ok"] for a in ran["actions"]) and ran["actions"][0]["action"]["action"] == "open"
     assert virtual.engine.foreground is None or virtual.engine.surface != "app"   # back on Home for the task
 
@@ -106,8 +106,8 @@ def test_recipes_import_all_or_nothing():
         "line 1: steps: step 1: a click names its target (text, resource_id or content_desc)",
         "line 3: not JSON (Expecting value)", "y: the phrase 'A' is met by x too"]
     assert not SetupRecipe.objects.exists()
-    assert import_recipes(RECIPES.read_text()) == {"created": 1, "updated": 0}
-    assert import_recipes(RECIPES.read_text()) == {"created": 0, "updated": 1}
+    assert import_recipes(RECIPES.read_text()) == {"created": 2, "updated": 0}
+    assert import_recipes(RECIPES.read_text()) == {"created": 0, "updated": 2}
 
 
 def test_the_trajectory_page_says_what_ran_before_the_task(shop_phone, client_as):
@@ -118,7 +118,7 @@ def test_the_trajectory_page_says_what_ran_before_the_task(shop_phone, client_as
     unmet = started(shop_query("a bank card bound", key="unmet"), device)
     end_trajectory(unmet, prerequisites.prepare(unmet, phone, ActionExecutor(phone, holder="t"), device))
     page = client_as("manager").get(f"/trajectories/{met.pk}/").content.decode()
-    assert "Prerequisites: signed in to ShopMart —" in page and "met before the task by shopmart-signed-in (5 actions)" in page
+    assert "Prerequisites: signed in to ShopMart —" in page and "met before the task by shopmart-signed-in (6 actions)" in page
     page = client_as("manager").get(f"/trajectories/{unmet.pk}/").content.decode()
     assert "not met, so the task was not run: no setup recipe meets: a bank card bound." in page
 
@@ -130,7 +130,7 @@ def test_make_up_seeds_the_farms_recipes_and_a_bad_file_says_why(tmp_path):
 
     out = StringIO()
     call_command("seed_console", "--recipes", str(RECIPES), stdout=out)
-    assert "Setup recipes: 1 new, 0 replaced from setup_recipes.jsonl" in out.getvalue()
+    assert "Setup recipes: 2 new, 0 replaced from setup_recipes.jsonl" in out.getvalue()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"key": "k", "label": "K", "phrases": []}\n')
     with pytest.raises(CommandError, match="phrases: the prerequisites it meets"):
@@ -147,3 +147,46 @@ def test_an_rl_group_does_not_wait_on_a_rollout_that_never_ran(shop_phone):
     Trajectory.objects.create(query=query, run=run, device=device, line="rl", status="completed", verdict="true")
     Trajectory.objects.create(query=query, run=run, device=device, line="rl", status="not_executable")
     assert group_verdicts(run, query.pk) == ["true"]
+
+
+def farm_task(key):
+    import json
+    tasks = Path(__file__).resolve().parents[3] / "simfarm" / "tasks" / "tasks.jsonl"
+    return next(line for line in tasks.read_text().splitlines() if json.loads(line)["key"] == key)
+
+
+@pytest.mark.django_db(transaction=True)   # the host's phone threads read the run from their own connections
+def test_a_farm_task_that_presumes_sign_in_starts_signed_in_and_its_known_path_succeeds(shop_phone, farm_server):
+    from flywheel.collection.driver import drive_host
+    from flywheel.collection.launch import launch_run
+    from flywheel.queries.jsonl import import_queries
+
+    _, server = farm_server
+    import_queries(farm_task("shop-where-is-speaker"))
+    run = launch_run("schema", {"keys": ["shop-where-is-speaker"]}, config={"phones": 1, "max_steps": 10},
+                     dispatch=False)
+    drive_host(run.pk, f"127.0.0.1:{server.port}", 1)
+    trajectory = Trajectory.objects.get(run=run)
+    assert trajectory.setup["met"] and trajectory.setup["recipes"][0]["recipe"] == "shopmart-signed-in"
+    assert trajectory.verdict == "true", (trajectory.status, trajectory.stop_reason, trajectory.verdict)
+    # the task itself never met the sign-in page: the known path's five taps and its end, no more
+    assert trajectory.steps.filter(executed_action__isnull=False).count() == 6
+
+
+def test_a_semi_automatic_session_meets_the_prerequisites_or_sends_the_query_back_to_review(shop_phone, client_as):
+    _, device, _ = shop_phone
+    signed_in = shop_query("signed in to ShopMart", key="semi-signed-in")
+    client = client_as("annotator")
+    assert client.post("/queue/take-next/", {"query": signed_in.pk}).status_code == 302
+    session = Trajectory.objects.get(query=signed_in, line="semi_auto")
+    assert session.status == "running" and session.setup["met"], session.setup
+    client.post(f"/session/{session.pk}/leave/")
+
+    card = shop_query("a bank card bound", key="semi-card")
+    page = client.post("/queue/take-next/", {"query": card.pk}, follow=True).content.decode()
+    assert "semi-card cannot start: no setup recipe meets: a bank card bound" in page
+    refused = Trajectory.objects.get(query=card, line="semi_auto")
+    assert (refused.status, refused.stop_kind, refused.verdict) == ("not_executable", "prerequisite_unmet", "pending")
+    card.refresh_from_db()
+    assert card.status == "review" and "a bank card bound" in card.status_reason
+    assert not device.leases.filter(released_at__isnull=True).exists()   # the phone went back to the pool

@@ -97,3 +97,31 @@ def test_calibration_reads_the_latest_finished_evaluation(thread_farm, monkeypat
     monkeypatch.setattr(system_c, "rules_vote", no_second_reading)
     chosen, note, figures = where_purity_holds(evaluation.thresholds, CANDIDATES, cases)
     assert chosen == evaluation.thresholds and figures["sft_purity"] == 1.0 and "holds" in note
+
+
+def test_a_case_whose_task_presumes_sign_in_replays_its_setup_before_its_actions(thread_farm):
+    """A case made from a task with prerequisites carries what the recipe did (`setup`): the replay redoes
+    it after the reset, so the case's own actions start where they started when it was collected."""
+    from devices.executor import ActionExecutor
+    from flywheel.collection.prerequisites import meet
+    from flywheel.judging.judge_set import replay
+    from flywheel.rules.prerequisites import Recipe
+
+    farm, _, phone = thread_farm(False)
+    shop = "com.sim.shop"
+    reset = {"force_stop": [shop], "clear": [shop], "home": True}
+    recipe = Recipe.from_row({"key": "shop", "phrases": ["signed in to ShopMart"], "steps": [
+        {"action": "open", "app": shop}, {"action": "click", "target": {"resource_id": f"{shop}:id/tab_me"}},
+        {"action": "click", "target": {"resource_id": f"{shop}:id/sign_in_row"}},
+        {"action": "click", "target": {"resource_id": f"{shop}:id/continue_account"}}]})
+    farm.factory_reset(META["phone"])
+    record, stop = meet(["signed in to ShopMart"], [recipe], phone, ActionExecutor(phone, rules=[]))
+    assert stop is None and farm.phones[META["phone"]].app_state(shop)["logged_in"] is True
+    setup = [done["action"] for ran in record["recipes"] for done in ran["actions"]]
+
+    farm.factory_reset(META["phone"])
+    case = {"reset": reset, "apps": [shop], "actions": [{"action": "terminate", "status": "success"}]}
+    replay(phone, case)
+    assert farm.phones[META["phone"]].app_state(shop)["logged_in"] is False     # no setup: signed out
+    replay(phone, {**case, "setup": setup})
+    assert farm.phones[META["phone"]].app_state(shop)["logged_in"] is True
