@@ -14,17 +14,19 @@ import jsonschema
 
 from training.config_paths import config_path_problems
 
+# How the trainer runs, not what it computes (training/trainer/efficiency.py, issue #37).
+SPEED = {"attention": "auto", "gradient_checkpointing": False, "loader_workers": 2, "prefetch": 2}
 DEFAULTS = {
     "cpt": {"learning_rate": 1e-5, "min_learning_rate": 1e-6, "warmup_ratio": 0.05, "epochs": 1, "max_steps": 0,
             "batch_size": 128, "micro_batch_size": 1, "max_seq_len": 10240, "freeze_vision": True,
-            "freeze_projector": True, "save_every": 50, "seed": 0, "image_max_pixels": 200704},
+            "freeze_projector": True, "save_every": 50, "seed": 0, "image_max_pixels": 200704, **SPEED},
     "rl": {"learning_rate": 1e-6, "min_learning_rate": 1e-6, "warmup_ratio": 0.0, "epochs": 1, "max_steps": 0,
            "batch_size": 512, "micro_batch_size": 1, "max_seq_len": 12288, "freeze_vision": True,
            "freeze_projector": True, "save_every": 50, "seed": 0, "image_max_pixels": 200704,
            "queries_per_iteration": 8, "group_size": 8, "max_rollout_steps": 20, "screenshots_k": 5,
            "lambda": 1.0, "advantage": "grpo", "clip_epsilon": 0.2, "kl_coef": 0.04, "ppo_epochs": 1,
            "judge_passes": 5, "useful_range": [0.0, 1.0], "fallback_cap": 2, "pi_old_tolerance": 0.05,
-           "curriculum": {"progress": None, "iterations": 10, "temperature": 0.25}},
+           "curriculum": {"progress": None, "iterations": 10, "temperature": 0.25}, **SPEED},
 }
 DEFAULTS["sft"] = copy.deepcopy(DEFAULTS["cpt"])
 # Where a run's model comes from and how it is launched: not hyperparameters, but the same document.
@@ -62,6 +64,10 @@ _PROPERTIES = {
     "model": _MODEL, "launcher": {"enum": ["", "torchrun", "accelerate", "llamafactory"]},
     "nproc": {"type": "integer", "minimum": 0, "maximum": 64},   # 0: settings.TRAINING_NPROC
     "deepspeed": {"type": "string", "maxLength": 400},
+    "attention": {"enum": ["auto", "sdpa", "flash_attention_2", "eager"]},
+    "gradient_checkpointing": {"type": "boolean"},
+    "loader_workers": {"type": "integer", "minimum": 0, "maximum": 32},
+    "prefetch": {"type": "integer", "minimum": 1, "maximum": 64},
 }
 _RL_PROPERTIES = {
     "queries_per_iteration": _COUNT, "group_size": {"type": "integer", "minimum": 2},

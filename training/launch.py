@@ -53,6 +53,9 @@ def printable(command: list[str]) -> str:
     return shlex.join(command)
 
 
+LLAMAFACTORY_ATTENTION = {"auto": "auto", "sdpa": "sdpa", "flash_attention_2": "fa2", "eager": "disabled"}
+
+
 def llamafactory_config(config: dict, dataset_name: str) -> dict:
     """LLaMA-Factory's train YAML for the same run: full fine-tuning of the language model with the
     vision tower and projector frozen, the snapshot's dataset_info.json entry, the §5.1 schedule.
@@ -76,6 +79,12 @@ def llamafactory_config(config: dict, dataset_name: str) -> dict:
         "output_dir": config["output_dir"], "save_steps": config["save_every"], "logging_steps": 1,
         "plot_loss": True, "overwrite_output_dir": False, "report_to": "none",
     }
+    # The trainer's speed settings in LLaMA-Factory's words (its own default checkpoints gradients).
+    result["flash_attn"] = LLAMAFACTORY_ATTENTION[config.get("attention", "auto")]
+    result["disable_gradient_checkpointing"] = not config.get("gradient_checkpointing", False)
+    result["dataloader_num_workers"] = int(config.get("loader_workers", 0))
+    if result["dataloader_num_workers"]:
+        result["dataloader_prefetch_factor"] = int(config.get("prefetch", 2))
     if config.get("max_steps"):
         result["max_steps"] = config["max_steps"]
     if config.get("deepspeed"):

@@ -97,6 +97,15 @@ def test_llamafactory_config_follows_the_run(tmp_path):
     assert generated["freeze_vision_tower"] and generated["freeze_multi_modal_projector"]
     assert generated["gradient_accumulation_steps"] == 16  # 128 / (2 per device × 4 devices)
     assert generated["lr_scheduler_kwargs"] == {"min_lr": 1e-6} and generated["max_steps"] == 10
+    # the trainer's speed settings (issue #37) in LLaMA-Factory's words
+    assert (generated["flash_attn"], generated["disable_gradient_checkpointing"]) == ("auto", True)
+    assert (generated["dataloader_num_workers"], generated["dataloader_prefetch_factor"]) == (2, 2)
+    eager = llamafactory_config({**config, "attention": "eager", "gradient_checkpointing": True, "loader_workers": 0},
+                                "flywheel_sft_3")
+    assert (eager["flash_attn"], eager["disable_gradient_checkpointing"]) == ("disabled", False)
+    assert eager["dataloader_num_workers"] == 0 and "dataloader_prefetch_factor" not in eager
+    with pytest.raises(ConfigError, match="attention"):
+        validate_config("sft", {"attention": "fast"})
     path = write_launch_files(config, tmp_path / "run", "flywheel_sft_3")
     assert (tmp_path / "run" / "llamafactory.yaml").read_text().startswith("model_name_or_path: /models/qwen2.5-vl-7b")
     assert path.name == "config.json"

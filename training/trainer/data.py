@@ -230,7 +230,10 @@ def collate(encoded: list[dict], pad_token_id: int) -> dict:
     for row, item in enumerate(encoded):
         size = len(item["input_ids"])
         input_ids[row, :size], labels[row, :size], attention_mask[row, :size] = item["input_ids"], item["labels"], 1
-    batch = {"input_ids": input_ids, "labels": labels, "attention_mask": attention_mask}
+    # The positions whose logits are needed (position p predicts p + 1), found here on the CPU: on the
+    # device, nonzero() would wait for the GPU at every forward.
+    batch = {"input_ids": input_ids, "labels": labels, "attention_mask": attention_mask,
+             "logits_at": logits_positions(labels)}
     with_images = [item for item in encoded if "pixel_values" in item]
     if with_images:
         batch["pixel_values"] = torch.cat([item["pixel_values"] for item in with_images])
@@ -267,8 +270,14 @@ def total_steps(count: int, batch_size: int, epochs: float, max_steps: int = 0) 
     return int(max_steps) if max_steps else max(1, math.ceil(epochs * count / batch_size))
 
 
+def logits_positions(labels: torch.Tensor) -> torch.Tensor:
+    """The positions that predict a labelled token in any row of a [batch, positions] label tensor."""
+    return (labels[:, 1:] != IGNORE_INDEX).any(dim=0).nonzero().flatten()
+
+
 def to_device(batch: dict, device) -> dict:
-    return {key: value.to(device) for key, value in batch.items()}
+    """Copies that do not block the host where the batch is in pinned memory (the loader pins it)."""
+    return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
 
 
 def response_logprobs(model, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -283,8 +292,8 @@ def response_logprobs_at(model, batch: dict, temperatures: tuple = (1.0,)) -> tu
     """response_logprobs under each of `temperatures` (logits / T) from one forward pass: T = 1 is the
     policy; a sampler's T is the distribution its tokens were drawn from (the π_old check)."""
     labels = batch["labels"]
-    targets_at = (labels[:, 1:] != IGNORE_INDEX).any(dim=0).nonzero().flatten()   # position p predicts p + 1
-    inputs = {key: value for key, value in batch.items() if key != "labels"}
+    targets_at = batch["logits_at"] if "logits_at" in batch else logits_positions(labels)
+    inputs = {key: value for key, value in batch.items() if key not in ("labels", "logits_at")}
     output = model(**inputs, logits_to_keep=targets_at, use_cache=False)
     targets = labels[:, targets_at + 1]
     mask = targets != IGNORE_INDEX

@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from training.trainer import data as samples_io
+from training.trainer import efficiency
 from training.trainer.sft import autocast, freeze, make_engine
 from training.trainer.state import (
     CancelWatch,
@@ -50,7 +51,7 @@ DEFAULTS = {"learning_rate": 1e-6, "micro_batch_size": 1, "max_seq_len": 12288, 
             "freeze_projector": True, "seed": 0, "deepspeed": "", "image_max_pixels": 200704,
             "clip_epsilon": 0.2, "kl_coef": 0.04, "ppo_epochs": 1,
             # bf16 forward passes on two machines differ by a few hundredths of a nat per token; fp32 by far less
-            "pi_old_tolerance": 0.05}
+            "pi_old_tolerance": 0.05, **efficiency.DEFAULTS}
 
 
 class Cancelled(Exception):
@@ -199,6 +200,8 @@ def train(config: dict) -> int:
     weights = step_weights(records)
     advantages = [float(record["advantage"]) for record in records]
     counts = freeze(policy, bool(config["freeze_vision"]), bool(config["freeze_projector"]))
+    counts.update(efficiency.configure_model(policy, config, dist.device))
+    efficiency.configure_model(reference, {**config, "gradient_checkpointing": False}, dist.device)
     reference.requires_grad_(False)
     reference.to(dist.device).eval()
     policy.to(dist.device)
@@ -232,9 +235,9 @@ def train(config: dict) -> int:
     started, pad_id = time.time(), processor.tokenizer.pad_token_id
     try:
         for epoch in range(1, epochs + 1):
-            sums, rows = defaultdict(float), []
+            sums, rows, pending = defaultdict(float), [], []
             for index, chunk in enumerate(chunks):
-                if dist.any(watch.requested()):
+                if (index == 0 or not dist.enabled) and dist.any(watch.requested()):
                     raise Cancelled
                 positions = chunk or needed[:1]
                 batch = samples_io.collate([samples_io.encode(samples[p], processor, screenshots) for p in positions],
@@ -248,18 +251,20 @@ def train(config: dict) -> int:
                     objective, kl = (weight * terms["term"]).sum(), (weight * terms["kl"]).sum()
                     # DDP averages gradients over ranks; the weights already sum to 1 over all rows.
                     engine.backward(-(objective - kl_coef * kl) * dist.world_size)
-                if chunk:
-                    sums["objective"] += float(objective.detach())
-                    sums["kl"] += float(kl.detach())
-                    sums["clipped"] += float(terms["clipped"].float().sum())
-                    sums["advantage"] += sum(advantages[p] for p in positions)
-                    for row, p in enumerate(positions):
-                        rows.append({"epoch": epoch, "row": samples[p].position, "group": records[p]["group"],
-                                     "trajectory": records[p].get("trajectory"), "step": records[p].get("step"),
-                                     "advantage": advantages[p], "weight": weights[p],
-                                     "log_ratio": float(terms["log_ratio"][row].detach()),
-                                     "kl": float(terms["kl"][row].detach()),
-                                     "tokens": int(mask[row].sum())})
+                if chunk:   # kept on the device; read once after the epoch's last micro step
+                    pending.append((positions, objective.detach(), kl.detach(), terms["clipped"].detach(),
+                                    terms["log_ratio"].detach(), terms["kl"].detach(), mask.sum(dim=-1)))
+            for positions, objective, kl, clipped, log_ratio, row_kl, tokens in pending:
+                sums["objective"] += float(objective)
+                sums["kl"] += float(kl)
+                sums["clipped"] += float(clipped.float().sum())
+                sums["advantage"] += sum(advantages[p] for p in positions)
+                for row, p in enumerate(positions):
+                    rows.append({"epoch": epoch, "row": samples[p].position, "group": records[p]["group"],
+                                 "trajectory": records[p].get("trajectory"), "step": records[p].get("step"),
+                                 "advantage": advantages[p], "weight": weights[p],
+                                 "log_ratio": float(log_ratio[row]), "kl": float(row_kl[row]),
+                                 "tokens": int(tokens[row])})
             lr = engine.lr()
             grad_norm = engine.step()
             totals = {key: dist.sum(sums[key]) for key in ("objective", "kl", "clipped", "advantage")}

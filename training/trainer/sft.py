@@ -23,6 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LambdaLR
 
 from training.trainer import data as samples_io
+from training.trainer import efficiency
 from training.trainer.state import (
     CancelWatch,
     Distributed,
@@ -42,7 +43,8 @@ from training.trainer.tiny import load_model, save_artifact, unwrap
 
 DEFAULTS = {"learning_rate": 1e-5, "min_learning_rate": 1e-6, "warmup_ratio": 0.05, "epochs": 1, "max_steps": 0,
             "batch_size": 128, "micro_batch_size": 1, "max_seq_len": 10240, "freeze_vision": True,
-            "freeze_projector": True, "save_every": 50, "seed": 0, "deepspeed": "", "image_max_pixels": 200704}
+            "freeze_projector": True, "save_every": 50, "seed": 0, "deepspeed": "", "image_max_pixels": 200704,
+            **efficiency.DEFAULTS}
 MAX_GRAD_NORM = 1.0   # LLaMA-Factory's and HF Trainer's default; the report gives none
 
 
@@ -216,6 +218,7 @@ def train(config: dict) -> int:
     per_rank = -(-batch_size // dist.world_size)
     accumulation = max(1, -(-per_rank // micro))   # the same count on every rank (DDP and DeepSpeed need it)
     counts = freeze(model, bool(config["freeze_vision"]), bool(config["freeze_projector"]))
+    counts.update(efficiency.configure_model(model, config, dist.device))
     model.to(dist.device).train()
     engine = make_engine(model, dist, config, total, accumulation)
     identity = {"samples": len(samples), "seed": seed, "batch_size": batch_size, "total_steps": total}
@@ -248,34 +251,39 @@ def train(config: dict) -> int:
             write_status(output_dir, "running", step=at_step, checkpoint=str(saved))
         return saved
 
-    pad_id = processor.tokenizer.pad_token_id
-    screenshots = samples_io.ScreenshotCache()
+    def micro_plan(at_step: int) -> tuple[list[list[int]], int, list[list[int] | None]]:
+        """(the global batch's positions, its response tokens, this rank's micro batches: None where a
+        rank short of samples still runs a micro step, with weight 0, so that all ranks agree)."""
+        positions = samples_io.global_batch(len(samples), seed, at_step, batch_size)
+        mine = samples_io.micro_batches(samples_io.shard(positions, dist.rank, dist.world_size), micro)
+        return positions, sum(samples[p].label_tokens for p in positions), mine + [None] * (accumulation - len(mine))
+
+    # Every micro batch from here to the end, encoded and collated ahead by the loader's workers.
+    plan = [chunk or positions[:1] for at in range(step, total) for positions, _, chunks in [micro_plan(at)]
+            for chunk in chunks]
+    batches = efficiency.micro_batch_loader(samples, processor, plan, int(config["loader_workers"]),
+                                            int(config["prefetch"]))
     started = time.time()
     try:
         while step < total:
             step_started = time.time()
-            positions = samples_io.global_batch(len(samples), seed, step, batch_size)
-            tokens = sum(samples[p].label_tokens for p in positions)
-            mine = samples_io.micro_batches(samples_io.shard(positions, dist.rank, dist.world_size), micro)
-            # A rank short of samples still runs every micro step (weight 0) so that all ranks agree.
-            mine += [None] * (accumulation - len(mine))
-            nll_total = 0.0
+            positions, tokens, mine = micro_plan(step)
+            nll_total = torch.zeros((), device=dist.device)   # summed on the device: no host sync per micro step
             for index, chunk in enumerate(mine):
-                if dist.any(watch.requested()):
+                # Ranks agree on a cancel once per optimizer step (an all-reduce is a host sync).
+                if (index == 0 or not dist.enabled) and dist.any(watch.requested()):
                     raise Cancelled
-                batch = samples_io.collate([samples_io.encode(samples[p], processor, screenshots)
-                                            for p in (chunk or positions[:1])],
-                                           pad_id)
+                batch = next(batches)
                 with engine.micro_step(last=index == len(mine) - 1), autocast(dist.device):
                     logprobs, _ = samples_io.response_logprobs(engine.model, samples_io.to_device(batch, dist.device))
                     nll = -logprobs.sum() * (1.0 if chunk else 0.0)
                     # DDP averages gradients over ranks: × world size makes it the batch's token mean.
                     engine.backward(nll * dist.world_size / tokens)
-                nll_total += float(nll.detach())
+                nll_total += nll.detach()
             lr = engine.lr()
             grad_norm = engine.step()
             step += 1
-            loss = dist.sum(nll_total) / tokens
+            loss = dist.sum(float(nll_total)) / tokens   # the step's one host sync
             if dist.main:
                 append_metrics(output_dir, {"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
                                             "epoch": step * batch_size / len(samples), "tokens": tokens,

@@ -1,0 +1,101 @@
+"""Issue #37 on CPU with the tiny model: what makes the trainer fast changes nothing it computes —
+SDPA and eager attention give the same log-probabilities, gradient checkpointing the same loss and
+gradients, the loader's workers the same batches in the same order and a run the same losses."""
+import pytest
+import torch
+
+from tests.conftest import torch_on_one_thread
+from tests.training.test_trainer_sft import make_export, write_config
+from training.trainer import data as samples_io
+from training.trainer import efficiency
+from training.trainer.sft import freeze
+from training.trainer.sft import main as sft_main
+from training.trainer.state import TrainerError, read_metrics
+from training.trainer.tiny import build_tiny
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory):
+    return make_export(tmp_path_factory.mktemp("snapshot"), count=6, small=True)
+
+
+@pytest.fixture(scope="module")
+def samples(export):
+    _, processor = build_tiny({})
+    loaded, _ = samples_io.load_samples(export / "data.jsonl", processor, 10240)
+    return loaded, processor
+
+
+def batch_of(samples, positions):
+    loaded, processor = samples
+    return samples_io.collate([samples_io.encode(loaded[p], processor) for p in positions],
+                              processor.tokenizer.pad_token_id)
+
+
+def test_auto_attention_is_sdpa_without_flash_attn_and_a_wrong_choice_is_refused():
+    assert efficiency.attention_implementation("auto", "cpu") == "sdpa"
+    assert efficiency.attention_implementation("eager", "cpu") == "eager"
+    with pytest.raises(TrainerError, match="flash_attn package and a GPU"):
+        efficiency.attention_implementation("flash_attention_2", "cpu")
+    with pytest.raises(TrainerError, match="attention is one of"):
+        efficiency.attention_implementation("fast", "cpu")
+
+
+def test_sdpa_and_eager_attention_give_the_same_log_probabilities(samples):
+    batch = batch_of(samples, [0, 1])
+    results = {}
+    for choice in ("eager", "sdpa"):
+        model, _ = build_tiny({})
+        assert efficiency.configure_model(model, {"attention": choice}, "cpu")["attention"] == choice
+        assert model.config._attn_implementation == choice
+        with torch.no_grad(), torch_on_one_thread():
+            results[choice], mask = samples_io.response_logprobs(model.eval(), batch)
+    assert mask.sum() > 20
+    assert torch.allclose(results["eager"], results["sdpa"], atol=1e-5)
+
+
+def test_gradient_checkpointing_gives_the_same_loss_and_gradients(samples):
+    batch = batch_of(samples, [2, 3])
+    runs = []
+    for checkpointing in (False, True):
+        model, _ = build_tiny({})
+        freeze(model, vision=True, projector=True)
+        assert efficiency.configure_model(model, {"gradient_checkpointing": checkpointing}, "cpu")[
+            "gradient_checkpointing"] is checkpointing
+        model.train()
+        with torch_on_one_thread():
+            logprobs, _ = samples_io.response_logprobs(model, batch)
+            loss = -logprobs.sum()
+            loss.backward()
+        runs.append((float(loss.detach()), {name: p.grad.clone() for name, p in model.named_parameters() if p.requires_grad}))
+    (plain_loss, plain), (checkpointed_loss, checkpointed) = runs
+    assert model.model.language_model.gradient_checkpointing
+    assert plain_loss == pytest.approx(checkpointed_loss, abs=1e-5)
+    assert plain.keys() == checkpointed.keys()
+    for name in plain:
+        assert torch.allclose(plain[name], checkpointed[name], atol=1e-5), name
+
+
+def test_the_loader_s_workers_hand_out_the_same_batches_in_the_same_order(samples):
+    loaded, processor = samples
+    plan = [[0], [1, 2], [3], [4, 5], [0]]
+    inline = list(efficiency.micro_batch_loader(loaded, processor, plan, workers=0, prefetch=2))
+    ahead = list(efficiency.micro_batch_loader(loaded, processor, plan, workers=2, prefetch=2))
+    assert len(inline) == len(ahead) == len(plan)
+    for positions, a, b in zip(plan, inline, ahead):
+        direct = batch_of(samples, positions)
+        assert a.keys() == b.keys() == direct.keys() and "logits_at" in a
+        for key in a:
+            assert torch.equal(a[key], b[key]) and torch.equal(a[key], direct[key]), key
+
+
+def test_a_run_with_loader_workers_computes_what_a_run_without_them_does(tmp_path, export):
+    losses = {}
+    for workers in (0, 2):
+        config = write_config(tmp_path, export, name=f"workers{workers}", max_steps=4, save_every=10,
+                              loader_workers=workers, gradient_checkpointing=workers > 0)
+        with torch_on_one_thread():
+            assert sft_main(["--config", str(config)]) == 0
+        losses[workers] = [point["loss"] for point in read_metrics(config.parent)]
+    assert len(losses[0]) == 4
+    assert losses[0] == pytest.approx(losses[2], abs=1e-5)
