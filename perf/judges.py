@@ -3,9 +3,10 @@
 Replays the judge-evaluation set (flywheel/judging/judge_sets/<version>.jsonl, made by
 perf/judge_set_generate.py) on a virtual farm phone through its ADB server, as the console's
 `evaluate_judges` does on any phone, with a share of ordinary pages made dump-blind: first with the farm
-answering everything (System A reads the apps' own state through the farm's providers), then in
-real-phone mode (the farm answers only what a real phone answers, so System A can read system state
-only). Offline systems only: no model endpoint. Each evaluation is recorded as the console records one.
+answering everything, then in real-phone mode (the farm answers only what a real phone answers).
+Since issue #36 System A reads only what any phone shows (system settings and providers, dumpsys,
+shared files) in both modes and abstains on an app's own state, so the two lines agree unless a
+judge asks the farm for something a real phone refuses. Offline systems only: no model endpoint. Each evaluation is recorded as the console records one.
 
 Figures: HTSC's purity (share of True that are truly done), recall (truly done that reach True),
 Undetermined rate, purity on dump-blind and trap screens; the benchmark's offline judges' accuracy
@@ -146,7 +147,7 @@ def main():
         f = results[mode]
         print(f"  {f['cases']} cases ({f['truly_done']} truly done), screens {f['kinds']}, "
               f"{f['seconds']:.0f} s; benchmark splits {f['benchmark_splits']}, {f['steps_judged']} steps judged")
-    print(f"full farm (System A reads the apps' own state) → {line(results['full farm'])}")
+    print(f"full farm → {line(results['full farm'])}")
     print(line(results["real-phone mode"]))
 
 

@@ -15,7 +15,7 @@ the trainer's own step timestamps with the first step (warm-up) left out:
     step_s         seconds per optimizer step
 
     python perf/trainer_speed.py [--size tiny|3b] [--steps 6] [--batch 4] [--frames K]
-                                 [--gradient-checkpointing] [--loader-workers 2]
+                                 [--gradient-checkpointing] [--loader-workers 2] [--no-vision-cache]
 
 Ends with one line: `trainer: size= device= tokens_per_s= mfu= peak_gib= step_s=`.
 """
@@ -117,6 +117,7 @@ def main():
     parser.add_argument("--frames", type=int)
     parser.add_argument("--gradient-checkpointing", action="store_true")
     parser.add_argument("--loader-workers", type=int, default=2)
+    parser.add_argument("--no-vision-cache", action="store_true", help="recompute the frozen tower every micro step")
     args = parser.parse_args()
     size = SIZES[args.size]
     frames = args.frames or size["frames"]
@@ -128,7 +129,7 @@ def main():
               "learning_rate": 1e-5, "min_learning_rate": 1e-6, "warmup_ratio": 0.0, "epochs": 100,
               "max_steps": args.steps, "batch_size": args.batch, "micro_batch_size": 1, "max_seq_len": 32768,
               "save_every": 10 ** 6, "seed": 0, "gradient_checkpointing": args.gradient_checkpointing,
-              "loader_workers": args.loader_workers}
+              "loader_workers": args.loader_workers, "vision_cache": not args.no_vision_cache}
     (work / "config.json").write_text(json.dumps(config))
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()

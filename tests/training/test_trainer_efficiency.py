@@ -1,6 +1,7 @@
 """Issue #37 on CPU with the tiny model: what makes the trainer fast changes nothing it computes —
 SDPA and eager attention give the same log-probabilities, gradient checkpointing the same loss and
-gradients, the loader's workers the same batches in the same order and a run the same losses."""
+gradients, cached visual tokens the same log-probabilities and gradients as the tower recomputed, the
+loader's workers the same batches in the same order, and a run with all of it the same losses."""
 import pytest
 import torch
 
@@ -86,14 +87,42 @@ def test_the_loader_s_workers_hand_out_the_same_batches_in_the_same_order(sample
         direct = batch_of(samples, positions)
         assert a.keys() == b.keys() == direct.keys() and "logits_at" in a
         for key in a:
-            assert torch.equal(a[key], b[key]) and torch.equal(a[key], direct[key]), key
+            if torch.is_tensor(a[key]):
+                assert torch.equal(a[key], b[key]) and torch.equal(a[key], direct[key]), key
+            else:
+                assert a[key] == b[key] == direct[key], key
 
 
-def test_a_run_with_loader_workers_computes_what_a_run_without_them_does(tmp_path, export):
+def test_cached_visual_tokens_give_what_the_recomputed_tower_gives(samples):
+    batch = batch_of(samples, [0, 1])
+    assert len(batch["image_keys"]) == len(batch["image_grid_thw"]) == 4
+    model, _ = build_tiny({})
+    freeze(model, vision=True, projector=True)
+    model.train()
+    cache = efficiency.VisionCache()
+    runs = []
+    with torch_on_one_thread():
+        for inputs in (batch, cache.inputs(model, batch), cache.inputs(model, batch)):
+            model.zero_grad(set_to_none=True)
+            logprobs, mask = samples_io.response_logprobs(model, inputs)
+            (-logprobs.sum()).backward()
+            runs.append((logprobs.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}))
+    assert "pixel_values" not in cache.inputs(model, batch) and (cache.misses, cache.hits) == (4, 8)
+    (plain, plain_grads), *cached_runs = runs
+    for logprobs, grads in cached_runs:
+        assert torch.allclose(plain, logprobs, atol=1e-5)
+        for name in plain_grads:
+            assert torch.allclose(plain_grads[name], grads[name], atol=1e-5), name
+    assert efficiency.vision_cache({"freeze_vision": True, "freeze_projector": False}) is None   # a learning projector
+    assert efficiency.vision_cache({"freeze_vision": True, "freeze_projector": True, "vision_cache": False}) is None
+
+
+def test_a_run_with_every_speed_setting_computes_what_a_run_without_them_does(tmp_path, export):
     losses = {}
     for workers in (0, 2):
         config = write_config(tmp_path, export, name=f"workers{workers}", max_steps=4, save_every=10,
-                              loader_workers=workers, gradient_checkpointing=workers > 0)
+                              loader_workers=workers, gradient_checkpointing=workers > 0,
+                              vision_cache=workers > 0)
         with torch_on_one_thread():
             assert sft_main(["--config", str(config)]) == 0
         losses[workers] = [point["loss"] for point in read_metrics(config.parent)]

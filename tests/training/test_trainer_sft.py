@@ -218,8 +218,10 @@ def test_cached_screenshots_encode_exactly_as_the_processor_does(tmp_path):
     for _ in range(2):
         for sample in samples:
             fresh, cached = samples_io.encode(sample, processor), samples_io.encode(sample, processor, cache)
-            assert fresh.keys() == cached.keys() == {"input_ids", "labels", "pixel_values", "image_grid_thw"}
-            assert all(torch.equal(fresh[key], cached[key]) for key in fresh)
+            assert fresh.keys() == cached.keys() == {"input_ids", "labels", "pixel_values", "image_grid_thw",
+                                                     "image_keys"}
+            assert all(torch.equal(fresh[key], cached[key]) for key in fresh if key != "image_keys")
+            assert fresh["image_keys"] == cached["image_keys"] == [str(path) for path in sample.images]
     distinct = {path for sample in samples for path in sample.images}
     assert cache.misses == len(distinct)   # decoded once each, however often shown
     assert cache.hits == 2 * sum(len(sample.images) for sample in samples) - len(distinct)

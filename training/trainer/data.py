@@ -218,6 +218,7 @@ def encode(sample: Sample, processor, screenshots: ScreenshotCache | None = None
     if sample.images:
         encoded["pixel_values"] = prompt["pixel_values"]
         encoded["image_grid_thw"] = prompt["image_grid_thw"]
+        encoded["image_keys"] = [str(path) for path in sample.images]   # what the screenshots are (a cache key)
     return encoded
 
 
@@ -238,6 +239,7 @@ def collate(encoded: list[dict], pad_token_id: int) -> dict:
     if with_images:
         batch["pixel_values"] = torch.cat([item["pixel_values"] for item in with_images])
         batch["image_grid_thw"] = torch.cat([item["image_grid_thw"] for item in with_images])
+        batch["image_keys"] = [key for item in with_images for key in item.get("image_keys", [])]
     return batch
 
 
@@ -276,8 +278,10 @@ def logits_positions(labels: torch.Tensor) -> torch.Tensor:
 
 
 def to_device(batch: dict, device) -> dict:
-    """Copies that do not block the host where the batch is in pinned memory (the loader pins it)."""
-    return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+    """Copies that do not block the host where the batch is in pinned memory (the loader pins it);
+    what is no tensor (the screenshots' keys) stays as it is."""
+    return {key: value.to(device, non_blocking=True) if torch.is_tensor(value) else value
+            for key, value in batch.items()}
 
 
 def response_logprobs(model, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -293,7 +297,7 @@ def response_logprobs_at(model, batch: dict, temperatures: tuple = (1.0,)) -> tu
     policy; a sampler's T is the distribution its tokens were drawn from (the π_old check)."""
     labels = batch["labels"]
     targets_at = batch["logits_at"] if "logits_at" in batch else logits_positions(labels)
-    inputs = {key: value for key, value in batch.items() if key not in ("labels", "logits_at")}
+    inputs = {key: value for key, value in batch.items() if key not in ("labels", "logits_at", "image_keys")}
     output = model(**inputs, logits_to_keep=targets_at, use_cache=False)
     targets = labels[:, targets_at + 1]
     mask = targets != IGNORE_INDEX

@@ -11,19 +11,26 @@ gradient checkpointing, and the micro batches encoded ahead of the loop by loade
     "loader_workers": 2, "prefetch": 2
         processes that decode, preprocess, tokenise and collate the coming micro batches while the
         model trains on the current one (0: in the training loop itself, as before).
+    "vision_cache": true
+        while the vision tower and the projector are both frozen, each screenshot's visual tokens are
+        computed once and reused (the same features whatever sample or epoch shows the screen again):
+        the tower's forward was ~40% of a step's forward for ~4% of its FLOPs.
 """
 from __future__ import annotations
 
 import importlib.util
+from collections import OrderedDict
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from training.trainer import data as samples_io
 from training.trainer.state import TrainerError
+from training.trainer.tiny import unwrap
 
 ATTENTION = ("auto", "sdpa", "flash_attention_2", "eager")
-DEFAULTS = {"attention": "auto", "gradient_checkpointing": False, "loader_workers": 2, "prefetch": 2}
+DEFAULTS = {"attention": "auto", "gradient_checkpointing": False, "loader_workers": 2, "prefetch": 2,
+            "vision_cache": True}
 
 
 def attention_implementation(choice: str, device) -> str:
@@ -76,3 +83,58 @@ def micro_batch_loader(samples, processor, plan: list[list[int]], workers: int, 
     return iter(DataLoader(dataset, batch_size=None, shuffle=False, num_workers=workers,
                            prefetch_factor=max(1, prefetch), persistent_workers=False,
                            pin_memory=torch.cuda.is_available()))
+
+
+class VisionCache:
+    """Each screenshot's visual tokens (the frozen tower and projector's output), computed once per
+    process and kept on the device up to max_bytes (least recently used dropped). `inputs(model, batch)`
+    gives the model the language embeddings with those tokens in place, so its own forward skips the
+    tower; positions (M-RoPE) still come from input_ids and image_grid_thw, as without the cache."""
+
+    def __init__(self, max_bytes: int = 4 << 30):
+        self.max_bytes, self.bytes = max_bytes, 0
+        self._features: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self.hits = self.misses = 0
+
+    def _image_features(self, model, batch: dict) -> torch.Tensor:
+        inner = unwrap(model).model
+        grids, keys = batch["image_grid_thw"], batch["image_keys"]
+        patches = grids.prod(-1).tolist()   # rows of pixel_values per image
+        features, start = [], 0
+        for key, count, grid in zip(keys, patches, grids):
+            cached = self._features.get(key)
+            if cached is None:
+                self.misses += 1
+                with torch.no_grad():
+                    output = inner.get_image_features(batch["pixel_values"][start:start + count], grid[None])
+                # transformers 4: a tuple of per-image tensors; 5: an output whose pooler_output is that tuple
+                (cached,) = getattr(output, "pooler_output", output)
+                self._features[key] = cached
+                self.bytes += cached.element_size() * cached.nelement()
+                while self.bytes > self.max_bytes and len(self._features) > 1:
+                    _, dropped = self._features.popitem(last=False)
+                    self.bytes -= dropped.element_size() * dropped.nelement()
+            else:
+                self.hits += 1
+                self._features.move_to_end(key)
+            features.append(cached)
+            start += count
+        return torch.cat(features)
+
+    def inputs(self, model, batch: dict) -> dict:
+        """The batch with inputs_embeds in place of pixel_values (unchanged without images)."""
+        if "pixel_values" not in batch or len(batch.get("image_keys") or []) != len(batch["image_grid_thw"]):
+            return batch
+        features = self._image_features(model, batch)
+        embed = unwrap(model).get_input_embeddings()
+        embeds = embed(batch["input_ids"])
+        image_token = unwrap(model).config.image_token_id
+        mask = (batch["input_ids"] == image_token).unsqueeze(-1).expand_as(embeds)
+        embeds = embeds.masked_scatter(mask, features.to(embeds.dtype))
+        return {**{key: value for key, value in batch.items() if key != "pixel_values"}, "inputs_embeds": embeds}
+
+
+def vision_cache(config: dict) -> VisionCache | None:
+    """A cache where the run asks for one and the tower and projector are frozen (their output fixed)."""
+    frozen = bool(config.get("freeze_vision")) and bool(config.get("freeze_projector"))
+    return VisionCache() if config.get("vision_cache", True) and frozen else None

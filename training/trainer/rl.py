@@ -111,13 +111,17 @@ def align(values: list[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def sequence_logprobs(model, samples: list, processor, device, screenshots=None) -> list[torch.Tensor]:
-    """Token log-probs of each sample's response under `model`, one 1-D CPU tensor per sample."""
+def sequence_logprobs(model, samples: list, processor, device, screenshots=None, vision=None) -> list[torch.Tensor]:
+    """Token log-probs of each sample's response under `model`, one 1-D CPU tensor per sample; `vision`:
+    the model's own cache of frozen visual tokens."""
     results = []
     for sample in samples:
         batch = samples_io.collate([samples_io.encode(sample, processor, screenshots)], processor.tokenizer.pad_token_id)
+        batch = samples_io.to_device(batch, device)
         with autocast(device):
-            logp, mask = samples_io.response_logprobs(model, samples_io.to_device(batch, device))
+            if vision is not None:
+                batch = vision.inputs(model, batch)
+            logp, mask = samples_io.response_logprobs(model, batch)
         results.append(logp[0][mask[0]].float().cpu())
     return results
 
@@ -145,7 +149,7 @@ def sampled_tokens(record: dict, response_ids: list[int], tokenizer) -> tuple[fl
 
 @torch.no_grad()
 def old_logprobs(model, samples: list, processor, device,
-                 screenshots=None) -> tuple[list[torch.Tensor], list[dict | None]]:
+                 screenshots=None, vision=None) -> tuple[list[torch.Tensor], list[dict | None]]:
     """sequence_logprobs (π_old), and for each sample whose row carries the sampler's log-probs of the
     same tokens, its absolute gap to π_old's sum at temperature 1 ("raw") and at the sampler's ("sampling")."""
     tokenizer = processor.tokenizer
@@ -155,9 +159,11 @@ def old_logprobs(model, samples: list, processor, device,
         ids = encoded["labels"][encoded["labels"] != samples_io.IGNORE_INDEX].tolist()
         sampled = sampled_tokens(sample.record, ids, tokenizer)
         temperatures = (1.0,) if sampled is None or sampled[0] == 1.0 else (1.0, sampled[0])
-        batch = samples_io.collate([encoded], tokenizer.pad_token_id)
+        batch = samples_io.to_device(samples_io.collate([encoded], tokenizer.pad_token_id), device)
         with autocast(device):
-            picked, mask = samples_io.response_logprobs_at(model, samples_io.to_device(batch, device), temperatures)
+            if vision is not None:
+                batch = vision.inputs(model, batch)
+            picked, mask = samples_io.response_logprobs_at(model, batch, temperatures)
         logp = picked[0][0][mask[0]].float().cpu()
         results.append(logp)
         if sampled is None:
@@ -218,9 +224,12 @@ def train(config: dict) -> int:
     needed = mine or [0]   # a rank without rows still runs its (weight 0) micro steps on row 0
     own = [samples[p] for p in needed]
     screenshots = samples_io.ScreenshotCache()   # each screenshot preprocessed once for all three passes
-    old_values, checks = old_logprobs(policy, own, processor, dist.device, screenshots)
+    # The policy's frozen visual tokens serve π_old and the update; the reference has its own tower.
+    vision, reference_vision = efficiency.vision_cache(config), efficiency.vision_cache(config)
+    old_values, checks = old_logprobs(policy, own, processor, dist.device, screenshots, vision)
     old = dict(zip(needed, old_values))
-    ref = dict(zip(needed, sequence_logprobs(reference, own, processor, dist.device, screenshots)))
+    ref = dict(zip(needed, sequence_logprobs(reference, own, processor, dist.device, screenshots, reference_vision)))
+    del reference_vision
     own_rows = set(mine)   # not the stand-in row 0 of a rank without rows
     check = pi_old_check([checks[n] for n, p in enumerate(needed) if p in own_rows and checks[n] is not None],
                          float(config["pi_old_tolerance"]), dist)
@@ -242,8 +251,11 @@ def train(config: dict) -> int:
                 positions = chunk or needed[:1]
                 batch = samples_io.collate([samples_io.encode(samples[p], processor, screenshots) for p in positions],
                                            pad_id)
+                batch = samples_io.to_device(batch, dist.device)
                 with engine.micro_step(last=index == len(chunks) - 1), autocast(dist.device):
-                    logp, mask = samples_io.response_logprobs(engine.model, samples_io.to_device(batch, dist.device))
+                    if vision is not None:
+                        batch = vision.inputs(engine.model, batch)
+                    logp, mask = samples_io.response_logprobs(engine.model, batch)
                     old_logp, ref_logp = align([old[p] for p in positions], mask), align([ref[p] for p in positions], mask)
                     terms = step_terms(logp.float(), old_logp, ref_logp, mask,
                                        torch.tensor([advantages[p] for p in positions], device=dist.device), epsilon)

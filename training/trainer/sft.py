@@ -263,6 +263,7 @@ def train(config: dict) -> int:
             for chunk in chunks]
     batches = efficiency.micro_batch_loader(samples, processor, plan, int(config["loader_workers"]),
                                             int(config["prefetch"]))
+    vision = efficiency.vision_cache(config)
     started = time.time()
     try:
         while step < total:
@@ -273,9 +274,11 @@ def train(config: dict) -> int:
                 # Ranks agree on a cancel once per optimizer step (an all-reduce is a host sync).
                 if (index == 0 or not dist.enabled) and dist.any(watch.requested()):
                     raise Cancelled
-                batch = next(batches)
+                batch = samples_io.to_device(next(batches), dist.device)
                 with engine.micro_step(last=index == len(mine) - 1), autocast(dist.device):
-                    logprobs, _ = samples_io.response_logprobs(engine.model, samples_io.to_device(batch, dist.device))
+                    if vision is not None:
+                        batch = vision.inputs(engine.model, batch)
+                    logprobs, _ = samples_io.response_logprobs(engine.model, batch)
                     nll = -logprobs.sum() * (1.0 if chunk else 0.0)
                     # DDP averages gradients over ranks: × world size makes it the batch's token mean.
                     engine.backward(nll * dist.world_size / tokens)
