@@ -75,7 +75,8 @@ def llamafactory_config(config: dict, dataset_name: str) -> dict:
         "gradient_accumulation_steps": accumulation,
         "learning_rate": config["learning_rate"], "num_train_epochs": float(config["epochs"]),
         "lr_scheduler_type": "cosine_with_min_lr", "lr_scheduler_kwargs": {"min_lr": config["min_learning_rate"]},
-        "warmup_ratio": config["warmup_ratio"], "bf16": True, "seed": config["seed"],
+        "warmup_ratio": config["warmup_ratio"], "bf16": config.get("precision", "auto") != "fp32",
+        "seed": config["seed"],
         "output_dir": config["output_dir"], "save_steps": config["save_every"], "logging_steps": 1,
         "plot_loss": True, "overwrite_output_dir": False, "report_to": "none",
     }

@@ -128,3 +128,42 @@ def test_a_run_with_every_speed_setting_computes_what_a_run_without_them_does(tm
         losses[workers] = [point["loss"] for point in read_metrics(config.parent)]
     assert len(losses[0]) == 4
     assert losses[0] == pytest.approx(losses[2], abs=1e-5)
+
+
+def test_bf16_weights_train_on_fp32_masters_and_resume_exactly(tmp_path, export):
+    """precision bf16: the model computes in bf16, AdamW updates fp32 masters; the checkpoint carries the
+    masters, so a run resumed from step 2 ends with the weights of the run that never stopped."""
+    import shutil
+
+    from training.trainer.state import read_status
+    from training.trainer.tiny import load_model
+
+    straight = write_config(tmp_path, export, name="straight", max_steps=4, save_every=2, precision="bf16",
+                            learning_rate=1e-3, min_learning_rate=1e-4)
+    with torch_on_one_thread():
+        assert sft_main(["--config", str(straight)]) == 0
+    run = straight.parent
+    assert read_status(run)["weights"] == "bf16"
+    state = torch.load(run / "checkpoint-2" / "trainer_state.pt", weights_only=False)
+    assert state["masters"] and all(master.dtype == torch.float32 for master in state["masters"])
+    from safetensors import safe_open
+    with safe_open(str(next((run / "final").glob("*.safetensors"))), "pt") as saved:   # saved as it trained
+        assert {saved.get_tensor(key).dtype for key in saved.keys()} == {torch.bfloat16}
+    final, _ = load_model({"path": str(run / "final")})
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(run, resumed, ignore=shutil.ignore_patterns("final", "checkpoint-4"))
+    config = (resumed / "config.json")
+    config.write_text(config.read_text().replace(str(run), str(resumed)))
+    with torch_on_one_thread():
+        assert sft_main(["--config", str(config)]) == 0
+    assert read_status(resumed)["resumed_from"].endswith("checkpoint-2")
+    again, _ = load_model({"path": str(resumed / "final")})
+    for (name, a), (_, b) in zip(final.state_dict().items(), again.state_dict().items()):
+        assert torch.equal(a, b), name
+    fresh, _ = build_tiny({})
+    moved = [name for name, p in final.named_parameters()
+             if not torch.equal(p.float(), fresh.state_dict()[name].to(torch.bfloat16).float())]
+    assert any("language_model" in name for name in moved) and not any("visual" in name for name in moved)
+    with pytest.raises(TrainerError, match="precision is one of"):
+        efficiency.weights_dtype("fp8", "cpu")

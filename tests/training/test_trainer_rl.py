@@ -233,3 +233,23 @@ def test_pi_old_is_checked_against_the_samplers_logprobs(tmp_path):
     assert perturbed_run["pi_old_compared"] == 3
     assert perturbed_run["pi_old_sampling_gap"] == pytest.approx(0.2, abs=1e-3) and perturbed_run["pi_old_mismatch"] is True
     assert perturbed_run["pi_old_tolerance"] == 0.05
+
+
+def test_the_update_with_bf16_weights_moves_each_response_its_advantage_s_way(tmp_path):
+    """precision bf16 (the GPU default): π_old, the reference and the policy compute in bf16, the
+    update goes through fp32 masters, and it still follows the advantages from KL 0."""
+    rollouts = make_rollouts(tmp_path / "rollouts")
+    config = write_config(tmp_path, rollouts, precision="bf16", learning_rate=1e-3)
+    assert rl_main(["--config", str(config)]) == 0
+    status = read_status(config.parent)
+    assert status["state"] == "done" and status["weights"] == "bf16"
+    first, _ = read_metrics(config.parent)
+    assert first["kl"] == 0.0 and first["clip_fraction"] == 0.0
+    initial, processor = build_tiny({}, seed=0)
+    updated, _ = load_model({"path": status["final"]})
+    samples, _ = samples_io.load_samples(rollouts, processor, 10240)
+    before = [float(lp.mean()) for lp in sequence_logprobs(initial.eval(), samples, processor, torch.device("cpu"))]
+    after = [float(lp.mean()) for lp in sequence_logprobs(updated.eval(), samples, processor, torch.device("cpu"))]
+    moved = [(sample.record["advantage"], new - old) for sample, old, new in zip(samples, before, after)]
+    assert all(change > 0 for advantage, change in moved if advantage > 0.5), moved
+    assert all(change < 0 for advantage, change in moved if advantage < -0.5), moved

@@ -11,6 +11,11 @@ gradient checkpointing, and the micro batches encoded ahead of the loop by loade
     "loader_workers": 2, "prefetch": 2
         processes that decode, preprocess, tokenise and collate the coming micro batches while the
         model trains on the current one (0: in the training loop itself, as before).
+    "precision": "auto" | "bf16" | "fp32"
+        bf16: the model's weights in bf16 (no per-step casts of every weight under autocast), the
+        optimizer updating fp32 master copies that are copied back after each step (Megatron's and
+        apex O2's recipe); checkpoints carry the masters, so a resumed run is exact. fp32: fp32
+        weights with bf16 autocast on a GPU (fp32 throughout on a CPU). auto: bf16 on a GPU, fp32 else.
     "vision_cache": true
         while the vision tower and the projector are both frozen, each screenshot's visual tokens are
         computed once and reused (the same features whatever sample or epoch shows the screen again):
@@ -30,7 +35,8 @@ from training.trainer.tiny import unwrap
 
 ATTENTION = ("auto", "sdpa", "flash_attention_2", "eager")
 DEFAULTS = {"attention": "auto", "gradient_checkpointing": False, "loader_workers": 2, "prefetch": 2,
-            "vision_cache": True}
+            "vision_cache": True, "precision": "auto"}
+PRECISIONS = ("auto", "bf16", "fp32")
 
 
 def attention_implementation(choice: str, device) -> str:
@@ -46,14 +52,56 @@ def attention_implementation(choice: str, device) -> str:
     return choice
 
 
+def weights_dtype(choice: str, device) -> torch.dtype:
+    if choice not in PRECISIONS:
+        raise TrainerError(f"precision is one of {', '.join(PRECISIONS)}, not {choice!r}")
+    if choice == "auto":
+        choice = "bf16" if torch.device(device).type == "cuda" else "fp32"
+    return torch.bfloat16 if choice == "bf16" else torch.float32
+
+
 def configure_model(model, config: dict, device) -> dict:
-    """Set the run's attention kernels and gradient checkpointing on a loaded model; what was set."""
+    """Set the run's weight precision, attention kernels and gradient checkpointing on a loaded model;
+    what was set."""
+    dtype = weights_dtype(config.get("precision", "auto"), device)
+    model.to(dtype)
     implementation = attention_implementation(config.get("attention", "auto"), device)
     model.set_attn_implementation(implementation)
     checkpointing = bool(config.get("gradient_checkpointing"))
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    return {"attention": implementation, "gradient_checkpointing": checkpointing}
+    return {"attention": implementation, "gradient_checkpointing": checkpointing,
+            "weights": "bf16" if dtype == torch.bfloat16 else "fp32"}
+
+
+class MasterWeights:
+    """fp32 copies of bf16 weights for the optimizer: gradients are copied up before the step, the
+    updated masters copied down after it. With fp32 weights it is not used."""
+
+    def __init__(self, parameters: list):
+        self.parameters = parameters
+        self.masters = [p.detach().float().clone().requires_grad_(True) for p in parameters]
+
+    def gradients_up(self) -> None:
+        for master, parameter in zip(self.masters, self.parameters):
+            master.grad = None if parameter.grad is None else parameter.grad.float()
+
+    @torch.no_grad()
+    def weights_down(self) -> None:
+        for master, parameter in zip(self.masters, self.parameters):
+            parameter.copy_(master)
+            parameter.grad = None
+
+    def state_dict(self) -> list:
+        return [master.detach().cpu() for master in self.masters]
+
+    @torch.no_grad()
+    def load_state_dict(self, state: list) -> None:
+        if len(state) != len(self.masters):
+            raise TrainerError(f"the checkpoint holds {len(state)} master weights, this model trains {len(self.masters)}")
+        for master, saved in zip(self.masters, state):
+            master.copy_(saved)
+        self.weights_down()
 
 
 class MicroBatches(Dataset):

@@ -88,11 +88,15 @@ class TorchEngine:
     def __init__(self, model, dist: Distributed, lr_lambda, learning_rate: float):
         self.dist = dist
         self.parameters = [p for p in model.parameters() if p.requires_grad]
+        # bf16 weights: the optimizer and its state work on fp32 masters (efficiency.MasterWeights)
+        bf16 = any(p.dtype == torch.bfloat16 for p in self.parameters)
+        self.masters = efficiency.MasterWeights(self.parameters) if bf16 else None
         if dist.enabled:
             device_ids = [dist.device.index] if dist.device.type == "cuda" else None
             model = DistributedDataParallel(model, device_ids=device_ids)
         self.model = model
-        self.optimizer = torch.optim.AdamW(self.parameters, lr=learning_rate, weight_decay=0.0)
+        updated = self.masters.masters if self.masters else self.parameters
+        self.optimizer = torch.optim.AdamW(updated, lr=learning_rate, weight_decay=0.0)
         self.scheduler = LambdaLR(self.optimizer, lr_lambda)
 
     def micro_step(self, last: bool):
@@ -103,10 +107,15 @@ class TorchEngine:
         loss.backward()
 
     def step(self) -> float:
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters, MAX_GRAD_NORM)
+        if self.masters:
+            self.masters.gradients_up()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.masters.masters if self.masters else self.parameters,
+                                                   MAX_GRAD_NORM)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.masters:
+            self.masters.weights_down()
         return float(grad_norm)
 
     def lr(self) -> float:
@@ -116,11 +125,19 @@ class TorchEngine:
         return None   # save_pretrained reads the (unwrapped) model itself
 
     def state_dict(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+        if self.masters:
+            state["masters"] = self.masters.state_dict()   # the bf16 weights saved beside them are rounded
+        return state
 
     def load_state_dict(self, state: dict, checkpoint: Path) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        if self.masters:
+            if "masters" not in state:
+                raise TrainerError(f"{checkpoint.name} was written with fp32 weights; this run trains bf16 weights "
+                                   "(precision): resume with the precision it was started with")
+            self.masters.load_state_dict(state["masters"])
 
 
 class DeepSpeedEngine(TorchEngine):
@@ -192,7 +209,7 @@ def make_engine(model, dist: Distributed, config: dict, total: int, accumulation
 
 
 def autocast(device):
-    """bf16 autocast on GPU (fp32 master weights); plain fp32 on CPU."""
+    """bf16 autocast on GPU (with fp32 weights; with bf16 weights it changes nothing); plain on CPU."""
     return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
 
 
