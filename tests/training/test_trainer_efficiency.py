@@ -167,3 +167,16 @@ def test_bf16_weights_train_on_fp32_masters_and_resume_exactly(tmp_path, export)
     assert any("language_model" in name for name in moved) and not any("visual" in name for name in moved)
     with pytest.raises(TrainerError, match="precision is one of"):
         efficiency.weights_dtype("fp8", "cpu")
+
+
+def test_fsdp_is_refused_where_it_cannot_shard(tmp_path, export):
+    """One process has no ranks to shard over; the RL update does not shard with FSDP yet: both say so."""
+    from training.trainer.state import read_status
+
+    config = write_config(tmp_path, export, name="alone", max_steps=2, sharding="fsdp")
+    with torch_on_one_thread():
+        assert sft_main(["--config", str(config)]) != 0
+    assert "shards over the ranks of a torchrun launch" in read_status(config.parent)["error"]
+    assert efficiency.vision_cache({"freeze_vision": True, "freeze_projector": True, "sharding": "fsdp"}) is None
+    model, _ = build_tiny({})
+    assert efficiency.configure_model(model, {"sharding": "fsdp"}, "cpu")["weights"] == "fp32"

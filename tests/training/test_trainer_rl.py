@@ -253,3 +253,9 @@ def test_the_update_with_bf16_weights_moves_each_response_its_advantage_s_way(tm
     moved = [(sample.record["advantage"], new - old) for sample, old, new in zip(samples, before, after)]
     assert all(change > 0 for advantage, change in moved if advantage > 0.5), moved
     assert all(change < 0 for advantage, change in moved if advantage < -0.5), moved
+
+
+def test_the_update_refuses_fsdp_sharding_with_the_way_that_works(tmp_path):
+    config = write_config(tmp_path, make_rollouts(tmp_path / "rollouts"), sharding="fsdp")
+    assert rl_main(["--config", str(config)]) != 0
+    assert "does not shard with \"fsdp\" yet" in read_status(config.parent)["error"]

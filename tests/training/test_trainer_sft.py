@@ -497,3 +497,30 @@ def test_a_trainer_whose_imports_fail_still_writes_its_status(tmp_path):
     assert read_status(run_dir / "out") | {"updated_at": 0} == {
         "state": "failed", "error": "ImportError: transformers is broken on this host", "step": 0, "total_steps": 0,
         "checkpoint": "", "updated_at": 0}
+
+
+@pytest.mark.skipif(not (BIN / "torchrun").exists(), reason="torchrun is not installed in this environment")
+def test_fsdp2_sharding_over_two_gloo_ranks_trains_what_one_process_trains(tmp_path, export):
+    """sharding "fsdp" (issue #37): each rank holds half the weights, gradients and AdamW state; the
+    steps, the saved weights and a resume from the sharded checkpoint are those of one process."""
+    config = write_config(tmp_path, export, name="fsdp", max_steps=4, batch_size=4, save_every=2, sharding="fsdp")
+    result = run_torchrun("training.trainer.sft", config, timeout=150)
+    assert result.returncode == 0, result.stderr[-4000:]
+    metrics = read_metrics(config.parent)
+    single = write_config(tmp_path, export, name="single", max_steps=4, batch_size=4, save_every=2)
+    assert sft_main(["--config", str(single)]) == 0
+    for two_ranks, one in zip(metrics, read_metrics(single.parent), strict=True):
+        assert two_ranks["tokens"] == one["tokens"] and two_ranks["loss"] == pytest.approx(one["loss"], rel=1e-4)
+    sharded, _ = load_model({"path": str(config.parent / "final")})
+    alone, _ = load_model({"path": str(single.parent / "final")})
+    for (name, a), (_, b) in zip(sharded.state_dict().items(), alone.state_dict().items()):
+        assert torch.allclose(a, b, atol=1e-5), name
+    # A sharded checkpoint resumes: drop what came after step 2 and run again on two ranks.
+    shutil.rmtree(config.parent / "final")
+    shutil.rmtree(config.parent / "checkpoint-4")
+    result = run_torchrun("training.trainer.sft", config, timeout=150)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert read_status(config.parent)["resumed_from"].endswith("checkpoint-2")
+    resumed, _ = load_model({"path": str(config.parent / "final")})
+    for (name, a), (_, b) in zip(resumed.state_dict().items(), sharded.state_dict().items()):
+        assert torch.allclose(a, b, atol=1e-6), name

@@ -16,6 +16,10 @@ gradient checkpointing, and the micro batches encoded ahead of the loop by loade
         optimizer updating fp32 master copies that are copied back after each step (Megatron's and
         apex O2's recipe); checkpoints carry the masters, so a resumed run is exact. fp32: fp32
         weights with bf16 autocast on a GPU (fp32 throughout on a CPU). auto: bf16 on a GPU, fp32 else.
+    "sharding": "none" | "fsdp"
+        fsdp: FSDP2 over the ranks of a torchrun launch (training/trainer/sharding.py); weights stay
+        fp32 and are computed in bf16 on a GPU, and the vision cache is off (each rank's tower runs
+        inside the sharded forward).
     "vision_cache": true
         while the vision tower and the projector are both frozen, each screenshot's visual tokens are
         computed once and reused (the same features whatever sample or epoch shows the screen again):
@@ -35,7 +39,7 @@ from training.trainer.tiny import unwrap
 
 ATTENTION = ("auto", "sdpa", "flash_attention_2", "eager")
 DEFAULTS = {"attention": "auto", "gradient_checkpointing": False, "loader_workers": 2, "prefetch": 2,
-            "vision_cache": True, "precision": "auto"}
+            "vision_cache": True, "precision": "auto", "sharding": "none"}
 PRECISIONS = ("auto", "bf16", "fp32")
 
 
@@ -63,7 +67,10 @@ def weights_dtype(choice: str, device) -> torch.dtype:
 def configure_model(model, config: dict, device) -> dict:
     """Set the run's weight precision, attention kernels and gradient checkpointing on a loaded model;
     what was set."""
-    dtype = weights_dtype(config.get("precision", "auto"), device)
+    precision = config.get("precision", "auto")
+    if config.get("sharding", "none") == "fsdp" and precision == "auto":
+        precision = "fp32"   # FSDP2 gathers the fp32 weights in bf16 for compute itself
+    dtype = weights_dtype(precision, device)
     model.to(dtype)
     implementation = attention_implementation(config.get("attention", "auto"), device)
     model.set_attn_implementation(implementation)
@@ -185,4 +192,5 @@ class VisionCache:
 def vision_cache(config: dict) -> VisionCache | None:
     """A cache where the run asks for one and the tower and projector are frozen (their output fixed)."""
     frozen = bool(config.get("freeze_vision")) and bool(config.get("freeze_projector"))
-    return VisionCache() if config.get("vision_cache", True) and frozen else None
+    sharded = config.get("sharding", "none") == "fsdp"   # a sharded tower runs only inside the model's forward
+    return VisionCache() if config.get("vision_cache", True) and frozen and not sharded else None

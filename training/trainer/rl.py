@@ -198,6 +198,11 @@ def train(config: dict) -> int:
                      world_size=dist.world_size, checkpoint="")
         for name in ("metrics.jsonl", "rl_steps.jsonl"):   # a rerun redoes the whole update
             (output_dir / name).unlink(missing_ok=True)
+    if config.get("sharding", "none") != "none":
+        # π_old and the reference are scored rank by rank over unequal shares of the rows: a sharded
+        # forward would wait on ranks that have no more rows. DeepSpeed's launch path shards RL for now.
+        raise TrainerError("the RL update does not shard with \"fsdp\" yet: leave sharding \"none\" "
+                           "(with a DeepSpeed config for ZeRO-3)")
     policy, processor = load_model(config["model"], config["image_max_pixels"], seed=seed)
     reference, _ = load_model(config["reference"], config["image_max_pixels"], seed=seed)
     samples, skipped = samples_io.load_samples(Path(config["rollouts"]), processor, int(config["max_seq_len"]),

@@ -198,6 +198,12 @@ def make_engine(model, dist: Distributed, config: dict, total: int, accumulation
     warmup = math.ceil(config["warmup_ratio"] * total)
     min_ratio = config["min_learning_rate"] / config["learning_rate"]
     lr_lambda = lambda step: lr_factor(step, total, warmup, min_ratio)  # noqa: E731
+    if config.get("sharding", "none") == "fsdp":
+        if config.get("deepspeed"):
+            raise TrainerError("the run names both a DeepSpeed config and sharding \"fsdp\": choose one")
+        from training.trainer.sharding import FsdpEngine
+
+        return FsdpEngine(model, dist, lr_lambda, config["learning_rate"])
     if config.get("deepspeed"):
         if importlib.util.find_spec("deepspeed") is None:
             raise TrainerError(f"the run names a DeepSpeed config ({config['deepspeed']}) but deepspeed is not "
