@@ -198,11 +198,6 @@ def train(config: dict) -> int:
                      world_size=dist.world_size, checkpoint="")
         for name in ("metrics.jsonl", "rl_steps.jsonl"):   # a rerun redoes the whole update
             (output_dir / name).unlink(missing_ok=True)
-    if config.get("sharding", "none") != "none":
-        # π_old and the reference are scored rank by rank over unequal shares of the rows: a sharded
-        # forward would wait on ranks that have no more rows. DeepSpeed's launch path shards RL for now.
-        raise TrainerError("the RL update does not shard with \"fsdp\" yet: leave sharding \"none\" "
-                           "(with a DeepSpeed config for ZeRO-3)")
     policy, processor = load_model(config["model"], config["image_max_pixels"], seed=seed)
     reference, _ = load_model(config["reference"], config["image_max_pixels"], seed=seed)
     samples, skipped = samples_io.load_samples(Path(config["rollouts"]), processor, int(config["max_seq_len"]),
@@ -215,6 +210,11 @@ def train(config: dict) -> int:
     efficiency.configure_model(reference, {**config, "gradient_checkpointing": False}, dist.device)
     reference.requires_grad_(False)
     reference.to(dist.device).eval()
+    sharded = config.get("sharding", "none") == "fsdp"
+    if sharded and dist.enabled:
+        from training.trainer.sharding import shard_model
+
+        shard_model(reference, dist.device)
     policy.to(dist.device)
     mine = samples_io.shard(list(range(len(samples))), dist.rank, dist.world_size)
     micro = int(config["micro_batch_size"])
@@ -227,6 +227,8 @@ def train(config: dict) -> int:
     engine = make_engine(policy, dist, constant, epochs, accumulation)
     policy.eval()   # π_old: the policy as it sampled (no dropout either way in Qwen2.5-VL)
     needed = mine or [0]   # a rank without rows still runs its (weight 0) micro steps on row 0
+    if sharded:   # a sharded forward is collective: every rank scores as many rows (stand-ins repeat its first)
+        needed = needed + [needed[0]] * (per_rank - len(needed))
     own = [samples[p] for p in needed]
     screenshots = samples_io.ScreenshotCache()   # each screenshot preprocessed once for all three passes
     # The policy's frozen visual tokens serve π_old and the update; the reference has its own tower.
@@ -235,8 +237,8 @@ def train(config: dict) -> int:
     old = dict(zip(needed, old_values))
     ref = dict(zip(needed, sequence_logprobs(reference, own, processor, dist.device, screenshots, reference_vision)))
     del reference_vision
-    own_rows = set(mine)   # not the stand-in row 0 of a rank without rows
-    check = pi_old_check([checks[n] for n, p in enumerate(needed) if p in own_rows and checks[n] is not None],
+    # the rank's own rows only: not a stand-in (row 0 of a rank without rows, or a repeat for sharding)
+    check = pi_old_check([checks[n] for n in range(len(mine)) if checks[n] is not None],
                          float(config["pi_old_tolerance"]), dist)
     if dist.main:
         if check.get("pi_old_mismatch"):
