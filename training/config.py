@@ -16,7 +16,7 @@ from training.config_paths import config_path_problems
 
 # How the trainer runs, not what it computes (training/trainer/efficiency.py, issue #37).
 SPEED = {"attention": "auto", "gradient_checkpointing": False, "loader_workers": 2, "prefetch": 2, "vision_cache": True,
-         "precision": "auto", "sharding": "none"}
+         "precision": "auto", "sharding": "none", "packing": False}
 DEFAULTS = {
     "cpt": {"learning_rate": 1e-5, "min_learning_rate": 1e-6, "warmup_ratio": 0.05, "epochs": 1, "max_steps": 0,
             "batch_size": 128, "micro_batch_size": 1, "max_seq_len": 10240, "freeze_vision": True,
@@ -72,6 +72,7 @@ _PROPERTIES = {
     "vision_cache": {"type": "boolean"},
     "precision": {"enum": ["auto", "bf16", "fp32"]},
     "sharding": {"enum": ["none", "fsdp"]},
+    "packing": {"type": "boolean"},
 }
 _RL_PROPERTIES = {
     "queries_per_iteration": _COUNT, "group_size": {"type": "integer", "minimum": 2},

@@ -83,6 +83,8 @@ def llamafactory_config(config: dict, dataset_name: str) -> dict:
     # The trainer's speed settings in LLaMA-Factory's words (its own default checkpoints gradients).
     result["flash_attn"] = LLAMAFACTORY_ATTENTION[config.get("attention", "auto")]
     result["disable_gradient_checkpointing"] = not config.get("gradient_checkpointing", False)
+    if config.get("packing"):   # neat packing: no attention across the packed samples, as our trainer
+        result.update(packing=True, neat_packing=True)
     result["dataloader_num_workers"] = int(config.get("loader_workers", 0))
     if result["dataloader_num_workers"]:
         result["dataloader_prefetch_factor"] = int(config.get("prefetch", 2))

@@ -106,6 +106,7 @@ def test_llamafactory_config_follows_the_run(tmp_path):
     assert eager["dataloader_num_workers"] == 0 and "dataloader_prefetch_factor" not in eager
     with pytest.raises(ConfigError, match="attention"):
         validate_config("sft", {"attention": "fast"})
+    assert "packing" not in generated and llamafactory_config({**config, "packing": True}, "x")["neat_packing"]
     assert generated["bf16"] and not llamafactory_config({**config, "precision": "fp32"}, "flywheel_sft_3")["bf16"]
     path = write_launch_files(config, tmp_path / "run", "flywheel_sft_3")
     assert (tmp_path / "run" / "llamafactory.yaml").read_text().startswith("model_name_or_path: /models/qwen2.5-vl-7b")

@@ -180,3 +180,41 @@ def test_fsdp_is_refused_where_it_cannot_shard(tmp_path, export):
     assert efficiency.vision_cache({"freeze_vision": True, "freeze_projector": True, "sharding": "fsdp"}) is None
     model, _ = build_tiny({})
     assert efficiency.configure_model(model, {"sharding": "fsdp"}, "cpu")["weights"] == "fp32"
+
+
+def test_a_packed_row_scores_each_sample_as_its_own_padded_row_does(samples):
+    """Sequence packing: three samples end to end in one row, each sample's positions from 0 and its
+    attention kept to itself, give every response token the log-probability it has alone — with the
+    tower recomputed or its tokens cached — and the loss is the same sum."""
+    loaded, processor = samples
+    positions = [0, 3, 5]
+    encoded = [samples_io.encode(loaded[p], processor) for p in positions]
+    padded = samples_io.collate(encoded, processor.tokenizer.pad_token_id)
+    model, _ = build_tiny({})
+    packed = efficiency.packed_positions(model, samples_io.pack(encoded))
+    assert packed["input_ids"].shape == (1, sum(len(item["input_ids"]) for item in encoded))
+    assert packed["position_ids"].shape == (4, 1, packed["input_ids"].shape[1]) and "attention_mask" not in packed
+    assert packed["position_ids"][0, 0, len(encoded[0]["input_ids"])] == 0        # the second sample starts at 0
+    with torch.no_grad(), torch_on_one_thread():
+        alone, mask = samples_io.response_logprobs(model.eval(), padded)
+        together, together_mask = samples_io.response_logprobs(model, packed)
+        cached, _ = samples_io.response_logprobs(model, efficiency.VisionCache().inputs(model, packed))
+    expected = torch.cat([alone[row][mask[row]] for row in range(len(positions))])
+    assert torch.allclose(together[together_mask], expected, atol=1e-4)
+    assert torch.allclose(cached[together_mask], expected, atol=1e-4)
+    # Without the packed positions the samples would see each other: the check above can fail.
+    leaky = {key: value for key, value in packed.items() if key != "position_ids"}
+    with torch.no_grad(), torch_on_one_thread():
+        seen, _ = samples_io.response_logprobs(model, leaky)
+    assert not torch.allclose(seen[together_mask], expected, atol=1e-4)
+
+
+def test_a_packed_run_trains_what_a_padded_run_trains(tmp_path, export):
+    losses = {}
+    for packing in (False, True):
+        config = write_config(tmp_path, export, name=f"packing{packing}", max_steps=3, batch_size=4,
+                              micro_batch_size=2, save_every=10, packing=packing, loader_workers=0)
+        with torch_on_one_thread():
+            assert sft_main(["--config", str(config)]) == 0
+        losses[packing] = [point["loss"] for point in read_metrics(config.parent)]
+    assert len(losses[True]) == 3 and losses[True] == pytest.approx(losses[False], rel=1e-4)

@@ -243,6 +243,25 @@ def collate(encoded: list[dict], pad_token_id: int) -> dict:
     return batch
 
 
+def pack(encoded: list[dict]) -> dict:
+    """Several samples in one row (sequence packing): their tokens end to end, no padding and no
+    attention mask. Their positions are set by efficiency.packed_positions, restarting at 0 for each
+    sample, and from those the model keeps each sample's attention to itself (FlashAttention-2's
+    variable-length kernel on a GPU, a block-causal mask otherwise). A sample's last token never
+    predicts the next sample's first: that one is a prompt token, never labelled."""
+    batch = {"input_ids": torch.cat([item["input_ids"] for item in encoded])[None],
+             "labels": torch.cat([item["labels"] for item in encoded])[None],
+             "sample_lengths": torch.tensor([len(item["input_ids"]) for item in encoded]),
+             "sample_images": torch.tensor([len(item.get("image_grid_thw", [])) for item in encoded])}
+    batch["logits_at"] = logits_positions(batch["labels"])
+    with_images = [item for item in encoded if "pixel_values" in item]
+    if with_images:
+        batch["pixel_values"] = torch.cat([item["pixel_values"] for item in with_images])
+        batch["image_grid_thw"] = torch.cat([item["image_grid_thw"] for item in with_images])
+        batch["image_keys"] = [key for item in with_images for key in item.get("image_keys", [])]
+    return batch
+
+
 def epoch_order(count: int, seed: int, epoch: int) -> list[int]:
     generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     return torch.randperm(count, generator=generator).tolist()
@@ -272,6 +291,9 @@ def total_steps(count: int, batch_size: int, epochs: float, max_steps: int = 0) 
     return int(max_steps) if max_steps else max(1, math.ceil(epochs * count / batch_size))
 
 
+NOT_MODEL_INPUTS = ("labels", "logits_at", "image_keys", "sample_lengths", "sample_images")
+
+
 def logits_positions(labels: torch.Tensor) -> torch.Tensor:
     """The positions that predict a labelled token in any row of a [batch, positions] label tensor."""
     return (labels[:, 1:] != IGNORE_INDEX).any(dim=0).nonzero().flatten()
@@ -297,7 +319,7 @@ def response_logprobs_at(model, batch: dict, temperatures: tuple = (1.0,)) -> tu
     policy; a sampler's T is the distribution its tokens were drawn from (the π_old check)."""
     labels = batch["labels"]
     targets_at = batch["logits_at"] if "logits_at" in batch else logits_positions(labels)
-    inputs = {key: value for key, value in batch.items() if key not in ("labels", "logits_at", "image_keys")}
+    inputs = {key: value for key, value in batch.items() if key not in NOT_MODEL_INPUTS}
     output = model(**inputs, logits_to_keep=targets_at, use_cache=False)
     targets = labels[:, targets_at + 1]
     mask = targets != IGNORE_INDEX

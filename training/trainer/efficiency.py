@@ -20,6 +20,9 @@ gradient checkpointing, and the micro batches encoded ahead of the loop by loade
         fsdp: FSDP2 over the ranks of a torchrun launch (training/trainer/sharding.py); weights stay
         fp32 and are computed in bf16 on a GPU, and the vision cache is off (each rank's tower runs
         inside the sharded forward).
+    "packing": false
+        SFT and CPT: the samples of a micro batch packed into one row (data.pack) instead of padded
+        rows; raise micro_batch_size to fill a token budget. The RL update scores rows one by one.
     "vision_cache": true
         while the vision tower and the projector are both frozen, each screenshot's visual tokens are
         computed once and reused (the same features whatever sample or epoch shows the screen again):
@@ -39,7 +42,7 @@ from training.trainer.tiny import unwrap
 
 ATTENTION = ("auto", "sdpa", "flash_attention_2", "eager")
 DEFAULTS = {"attention": "auto", "gradient_checkpointing": False, "loader_workers": 2, "prefetch": 2,
-            "vision_cache": True, "precision": "auto", "sharding": "none"}
+            "vision_cache": True, "precision": "auto", "sharding": "none", "packing": False}
 PRECISIONS = ("auto", "bf16", "fp32")
 
 
@@ -113,11 +116,11 @@ class MasterWeights:
 
 class MicroBatches(Dataset):
     """A run's micro batches in training order, `plan[i]` the sample positions of the i-th. Map-style,
-    so a DataLoader with workers returns them in this order, each collated like the loop did inline;
-    each worker keeps its own screenshot cache."""
+    so a DataLoader with workers returns them in this order, each collated (or packed) like the loop
+    did inline; each worker keeps its own screenshot cache."""
 
-    def __init__(self, samples, processor, plan: list[list[int]]):
-        self.samples, self.processor, self.plan = samples, processor, plan
+    def __init__(self, samples, processor, plan: list[list[int]], packing: bool = False):
+        self.samples, self.processor, self.plan, self.packing = samples, processor, plan, packing
         self.pad_id = processor.tokenizer.pad_token_id
         self.screenshots = samples_io.ScreenshotCache()
 
@@ -126,18 +129,40 @@ class MicroBatches(Dataset):
 
     def __getitem__(self, index: int) -> dict:
         encoded = [samples_io.encode(self.samples[p], self.processor, self.screenshots) for p in self.plan[index]]
-        return samples_io.collate(encoded, self.pad_id)
+        return samples_io.pack(encoded) if self.packing else samples_io.collate(encoded, self.pad_id)
 
 
-def micro_batch_loader(samples, processor, plan: list[list[int]], workers: int, prefetch: int):
-    """The collated micro batches of `plan` in order: by `workers` processes `prefetch` batches ahead
-    each, or in this process when workers is 0."""
-    dataset = MicroBatches(samples, processor, plan)
+def micro_batch_loader(samples, processor, plan: list[list[int]], workers: int, prefetch: int,
+                       packing: bool = False):
+    """The collated (or packed) micro batches of `plan` in order: by `workers` processes `prefetch`
+    batches ahead each, or in this process when workers is 0."""
+    dataset = MicroBatches(samples, processor, plan, packing)
     if workers <= 0:
         return (dataset[index] for index in range(len(dataset)))
     return iter(DataLoader(dataset, batch_size=None, shuffle=False, num_workers=workers,
                            prefetch_factor=max(1, prefetch), persistent_workers=False,
                            pin_memory=torch.cuda.is_available()))
+
+
+def packed_positions(model, batch: dict) -> dict:
+    """A packed row's position ids, [4, 1, tokens]: each sample's own text positions (from 0) on top
+    of its M-RoPE positions (Qwen2.5-VL's get_rope_index, sample by sample), as transformers expects
+    for packed Qwen2.5-VL input; computed where the batch is (on the CPU before it moves)."""
+    if "sample_lengths" not in batch:
+        return batch
+    inner = unwrap(model).model
+    grids = batch.get("image_grid_thw")
+    text, rope, start, image = [], [], 0, 0
+    for length, count in zip(batch["sample_lengths"].tolist(), batch["sample_images"].tolist()):
+        ids = batch["input_ids"][:, start:start + length]
+        positions, _ = inner.get_rope_index(ids, grids[image:image + count] if count else None, None,
+                                            attention_mask=torch.ones_like(ids))
+        rope.append(positions)
+        text.append(torch.arange(length, dtype=positions.dtype)[None, None])
+        start, image = start + length, image + count
+    position_ids = torch.cat([torch.cat(text, dim=-1), torch.cat(rope, dim=-1)], dim=0)
+    return {**{key: value for key, value in batch.items() if key not in ("sample_lengths", "sample_images")},
+            "position_ids": position_ids}
 
 
 class VisionCache:

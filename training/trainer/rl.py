@@ -198,6 +198,8 @@ def train(config: dict) -> int:
                      world_size=dist.world_size, checkpoint="")
         for name in ("metrics.jsonl", "rl_steps.jsonl"):   # a rerun redoes the whole update
             (output_dir / name).unlink(missing_ok=True)
+    if config.get("packing"):
+        raise TrainerError("the RL update scores its rows one by one: leave packing off (it packs SFT and CPT)")
     policy, processor = load_model(config["model"], config["image_max_pixels"], seed=seed)
     reference, _ = load_model(config["reference"], config["image_max_pixels"], seed=seed)
     samples, skipped = samples_io.load_samples(Path(config["rollouts"]), processor, int(config["max_seq_len"]),

@@ -285,7 +285,7 @@ def train(config: dict) -> int:
     plan = [chunk or positions[:1] for at in range(step, total) for positions, _, chunks in [micro_plan(at)]
             for chunk in chunks]
     batches = efficiency.micro_batch_loader(samples, processor, plan, int(config["loader_workers"]),
-                                            int(config["prefetch"]))
+                                            int(config["prefetch"]), packing=bool(config["packing"]))
     vision = efficiency.vision_cache(config)
     started = time.time()
     try:
@@ -297,7 +297,7 @@ def train(config: dict) -> int:
                 # Ranks agree on a cancel once per optimizer step (an all-reduce is a host sync).
                 if (index == 0 or not dist.enabled) and dist.any(watch.requested()):
                     raise Cancelled
-                batch = samples_io.to_device(next(batches), dist.device)
+                batch = samples_io.to_device(efficiency.packed_positions(engine.model, next(batches)), dist.device)
                 with engine.micro_step(last=index == len(mine) - 1), autocast(dist.device):
                     if vision is not None:
                         batch = vision.inputs(engine.model, batch)
