@@ -16,6 +16,8 @@ the trainer's own step timestamps with the first step (warm-up) left out:
 
     python perf/trainer_speed.py [--size tiny|3b] [--steps 6] [--batch 4] [--frames K]
                                  [--gradient-checkpointing] [--loader-workers 2] [--no-vision-cache]
+                                 [--packing --micro-batch 2] [--precision auto|bf16|fp32]
+    (under torchrun, the trainer's sharding and DDP apply as in any run; this script runs one process)
 
 Ends with one line: `trainer: size= device= tokens_per_s= mfu= peak_gib= step_s=`.
 """
@@ -118,6 +120,9 @@ def main():
     parser.add_argument("--gradient-checkpointing", action="store_true")
     parser.add_argument("--loader-workers", type=int, default=2)
     parser.add_argument("--no-vision-cache", action="store_true", help="recompute the frozen tower every micro step")
+    parser.add_argument("--packing", action="store_true", help="pack each micro batch's samples into one row")
+    parser.add_argument("--micro-batch", type=int, default=1)
+    parser.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto")
     args = parser.parse_args()
     size = SIZES[args.size]
     frames = args.frames or size["frames"]
@@ -127,7 +132,8 @@ def main():
     config = {"stage": "sft", "dataset_dir": str(export), "output_dir": str(work / "run"),
               "model": {"tiny": size["model"]}, "image_max_pixels": size["image_max_pixels"],
               "learning_rate": 1e-5, "min_learning_rate": 1e-6, "warmup_ratio": 0.0, "epochs": 100,
-              "max_steps": args.steps, "batch_size": args.batch, "micro_batch_size": 1, "max_seq_len": 32768,
+              "max_steps": args.steps, "batch_size": args.batch, "micro_batch_size": args.micro_batch,
+              "max_seq_len": 32768, "packing": args.packing, "precision": args.precision,
               "save_every": 10 ** 6, "seed": 0, "gradient_checkpointing": args.gradient_checkpointing,
               "loader_workers": args.loader_workers, "vision_cache": not args.no_vision_cache}
     (work / "config.json").write_text(json.dumps(config))
