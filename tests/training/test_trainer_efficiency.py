@@ -218,3 +218,19 @@ def test_a_packed_run_trains_what_a_padded_run_trains(tmp_path, export):
             assert sft_main(["--config", str(config)]) == 0
         losses[packing] = [point["loss"] for point in read_metrics(config.parent)]
     assert len(losses[True]) == 3 and losses[True] == pytest.approx(losses[False], rel=1e-4)
+
+
+def test_the_plan_is_computed_on_demand_and_is_the_steps_micro_batches():
+    """A run of thousands of steps holds no list of its micro batches: the plan computes each one."""
+    plan = samples_io.RankPlan(count=10, seed=3, batch_size=4, micro=1, rank=1, world_size=2, accumulation=2)
+    ahead = plan.from_step(5, 5000)
+    assert len(ahead) == 4995 * 2
+    for step in (5, 6, 4999):
+        positions = samples_io.global_batch(10, 3, step, 4)
+        mine = samples_io.micro_batches(samples_io.shard(positions, 1, 2), 1)
+        assert [ahead[(step - 5) * 2 + i] for i in range(2)] == mine
+    with pytest.raises(IndexError):
+        ahead[len(ahead)]
+    short = samples_io.RankPlan(count=3, seed=0, batch_size=3, micro=1, rank=1, world_size=2, accumulation=2)
+    positions, chunks = short.step(0)
+    assert chunks[-1] is None and short.micro_batch(0, 1) == positions[:1]   # a weight-0 stand-in

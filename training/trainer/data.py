@@ -14,6 +14,7 @@ import json
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -262,6 +263,7 @@ def pack(encoded: list[dict]) -> dict:
     return batch
 
 
+@lru_cache(maxsize=4)   # a step reads one or two epochs; kept, not recomputed per micro batch (not to be mutated)
 def epoch_order(count: int, seed: int, epoch: int) -> list[int]:
     generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     return torch.randperm(count, generator=generator).tolist()
@@ -285,6 +287,51 @@ def shard(positions: list[int], rank: int, world_size: int) -> list[int]:
 
 def micro_batches(positions: list[int], micro_batch_size: int) -> list[list[int]]:
     return [positions[i:i + micro_batch_size] for i in range(0, len(positions), micro_batch_size)]
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """One rank's micro batches, step by step, computed on demand (a run of thousands of steps never
+    holds them all; a loader worker gets this small object, not a list)."""
+    count: int
+    seed: int
+    batch_size: int
+    micro: int
+    rank: int
+    world_size: int
+    accumulation: int   # micro steps per optimizer step, the same on every rank
+
+    def step(self, step: int) -> tuple[list[int], list[list[int] | None]]:
+        """(the global batch's positions, this rank's micro batches: None where a rank short of
+        samples still runs a micro step, with weight 0, so that all ranks agree)."""
+        positions = global_batch(self.count, self.seed, step, self.batch_size)
+        mine = micro_batches(shard(positions, self.rank, self.world_size), self.micro)
+        return positions, mine + [None] * (self.accumulation - len(mine))
+
+    def micro_batch(self, start: int, index: int) -> list[int]:
+        """The positions the `index`-th micro batch from step `start` on encodes (a weight-0 one: the
+        global batch's first sample)."""
+        positions, chunks = self.step(start + index // self.accumulation)
+        return chunks[index % self.accumulation] or positions[:1]
+
+    def from_step(self, start: int, total: int) -> PlannedMicroBatches:
+        return PlannedMicroBatches(self, start, total)
+
+
+@dataclass(frozen=True)
+class PlannedMicroBatches:
+    """Every micro batch of this rank from optimizer step `start` to `total`, as a sequence of positions."""
+    plan: RankPlan
+    start: int
+    total: int
+
+    def __len__(self) -> int:
+        return max(0, self.total - self.start) * self.plan.accumulation
+
+    def __getitem__(self, index: int) -> list[int]:
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.plan.micro_batch(self.start, index)
 
 
 def total_steps(count: int, batch_size: int, epochs: float, max_steps: int = 0) -> int:

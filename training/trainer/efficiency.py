@@ -1,5 +1,5 @@
-"""What makes the trainer fast without changing what it computes (issue #37): the attention kernels,
-gradient checkpointing, and the micro batches encoded ahead of the loop by loader workers.
+"""What makes the trainer fast without changing what it computes (issue #37): run settings for the
+kernels, the weights' precision, memory, sharding, packing and the data pipeline.
 
     "attention": "auto" | "sdpa" | "flash_attention_2" | "eager"
         auto: FlashAttention-2 where flash_attn is installed and the run is on a GPU — Qwen2.5-VL's
@@ -115,11 +115,12 @@ class MasterWeights:
 
 
 class MicroBatches(Dataset):
-    """A run's micro batches in training order, `plan[i]` the sample positions of the i-th. Map-style,
+    """A run's micro batches in training order, `plan[i]` the sample positions of the i-th (a list, or
+    data.PlannedMicroBatches computing them on demand). Map-style,
     so a DataLoader with workers returns them in this order, each collated (or packed) like the loop
     did inline; each worker keeps its own screenshot cache."""
 
-    def __init__(self, samples, processor, plan: list[list[int]], packing: bool = False):
+    def __init__(self, samples, processor, plan, packing: bool = False):
         self.samples, self.processor, self.plan, self.packing = samples, processor, plan, packing
         self.pad_id = processor.tokenizer.pad_token_id
         self.screenshots = samples_io.ScreenshotCache()
@@ -132,7 +133,7 @@ class MicroBatches(Dataset):
         return samples_io.pack(encoded) if self.packing else samples_io.collate(encoded, self.pad_id)
 
 
-def micro_batch_loader(samples, processor, plan: list[list[int]], workers: int, prefetch: int,
+def micro_batch_loader(samples, processor, plan, workers: int, prefetch: int,
                        packing: bool = False):
     """The collated (or packed) micro batches of `plan` in order: by `workers` processes `prefetch`
     batches ahead each, or in this process when workers is 0."""

@@ -274,24 +274,18 @@ def train(config: dict) -> int:
             write_status(output_dir, "running", step=at_step, checkpoint=str(saved))
         return saved
 
-    def micro_plan(at_step: int) -> tuple[list[list[int]], int, list[list[int] | None]]:
-        """(the global batch's positions, its response tokens, this rank's micro batches: None where a
-        rank short of samples still runs a micro step, with weight 0, so that all ranks agree)."""
-        positions = samples_io.global_batch(len(samples), seed, at_step, batch_size)
-        mine = samples_io.micro_batches(samples_io.shard(positions, dist.rank, dist.world_size), micro)
-        return positions, sum(samples[p].label_tokens for p in positions), mine + [None] * (accumulation - len(mine))
-
+    plan = samples_io.RankPlan(len(samples), seed, batch_size, micro, dist.rank, dist.world_size, accumulation)
     # Every micro batch from here to the end, encoded and collated ahead by the loader's workers.
-    plan = [chunk or positions[:1] for at in range(step, total) for positions, _, chunks in [micro_plan(at)]
-            for chunk in chunks]
-    batches = efficiency.micro_batch_loader(samples, processor, plan, int(config["loader_workers"]),
+    ahead = plan.from_step(step, total)
+    batches = efficiency.micro_batch_loader(samples, processor, ahead, int(config["loader_workers"]),
                                             int(config["prefetch"]), packing=bool(config["packing"]))
     vision = efficiency.vision_cache(config)
     started = time.time()
     try:
         while step < total:
             step_started = time.time()
-            positions, tokens, mine = micro_plan(step)
+            positions, mine = plan.step(step)
+            tokens = sum(samples[p].label_tokens for p in positions)
             nll_total = torch.zeros((), device=dist.device)   # summed on the device: no host sync per micro step
             for index, chunk in enumerate(mine):
                 # Ranks agree on a cancel once per optimizer step (an all-reduce is a host sync).
