@@ -223,6 +223,16 @@ def encode(sample: Sample, processor, screenshots: ScreenshotCache | None = None
     return encoded
 
 
+def with_images(batch: dict, encoded: list[dict]) -> dict:
+    """The samples' screenshots added to a batch, concatenated in sample order (as Qwen2.5-VL expects)."""
+    shown = [item for item in encoded if "pixel_values" in item]
+    if shown:
+        batch["pixel_values"] = torch.cat([item["pixel_values"] for item in shown])
+        batch["image_grid_thw"] = torch.cat([item["image_grid_thw"] for item in shown])
+        batch["image_keys"] = [key for item in shown for key in item.get("image_keys", [])]
+    return batch
+
+
 def collate(encoded: list[dict], pad_token_id: int) -> dict:
     """A right-padded batch; images concatenated in sample order (as Qwen2.5-VL expects)."""
     length = max(len(item["input_ids"]) for item in encoded)
@@ -236,12 +246,7 @@ def collate(encoded: list[dict], pad_token_id: int) -> dict:
     # device, nonzero() would wait for the GPU at every forward.
     batch = {"input_ids": input_ids, "labels": labels, "attention_mask": attention_mask,
              "logits_at": logits_positions(labels)}
-    with_images = [item for item in encoded if "pixel_values" in item]
-    if with_images:
-        batch["pixel_values"] = torch.cat([item["pixel_values"] for item in with_images])
-        batch["image_grid_thw"] = torch.cat([item["image_grid_thw"] for item in with_images])
-        batch["image_keys"] = [key for item in with_images for key in item.get("image_keys", [])]
-    return batch
+    return with_images(batch, encoded)
 
 
 def pack(encoded: list[dict]) -> dict:
@@ -255,12 +260,7 @@ def pack(encoded: list[dict]) -> dict:
              "sample_lengths": torch.tensor([len(item["input_ids"]) for item in encoded]),
              "sample_images": torch.tensor([len(item.get("image_grid_thw", [])) for item in encoded])}
     batch["logits_at"] = logits_positions(batch["labels"])
-    with_images = [item for item in encoded if "pixel_values" in item]
-    if with_images:
-        batch["pixel_values"] = torch.cat([item["pixel_values"] for item in with_images])
-        batch["image_grid_thw"] = torch.cat([item["image_grid_thw"] for item in with_images])
-        batch["image_keys"] = [key for item in with_images for key in item.get("image_keys", [])]
-    return batch
+    return with_images(batch, encoded)
 
 
 @lru_cache(maxsize=4)   # a step reads one or two epochs; kept, not recomputed per micro batch (not to be mutated)

@@ -215,6 +215,14 @@ class VisionCache:
         return {**{key: value for key, value in batch.items() if key != "pixel_values"}, "inputs_embeds": embeds}
 
 
+def model_batch(model, batch: dict, device, vision: VisionCache | None = None) -> dict:
+    """A loaded batch as the forward takes it: packed positions where it is packed (on the CPU), on the
+    device, and the cached visual tokens in place of the pixels where there is a cache. Call it inside
+    the forward's autocast: the embeddings and any tower pass it makes run there."""
+    batch = samples_io.to_device(packed_positions(model, batch), device)
+    return vision.inputs(model, batch) if vision is not None else batch
+
+
 def vision_cache(config: dict) -> VisionCache | None:
     """A cache where the run asks for one and the tower and projector are frozen (their output fixed)."""
     frozen = bool(config.get("freeze_vision")) and bool(config.get("freeze_projector"))

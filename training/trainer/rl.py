@@ -117,11 +117,8 @@ def sequence_logprobs(model, samples: list, processor, device, screenshots=None,
     results = []
     for sample in samples:
         batch = samples_io.collate([samples_io.encode(sample, processor, screenshots)], processor.tokenizer.pad_token_id)
-        batch = samples_io.to_device(batch, device)
         with autocast(device):
-            if vision is not None:
-                batch = vision.inputs(model, batch)
-            logp, mask = samples_io.response_logprobs(model, batch)
+            logp, mask = samples_io.response_logprobs(model, efficiency.model_batch(model, batch, device, vision))
         results.append(logp[0][mask[0]].float().cpu())
     return results
 
@@ -159,11 +156,10 @@ def old_logprobs(model, samples: list, processor, device,
         ids = encoded["labels"][encoded["labels"] != samples_io.IGNORE_INDEX].tolist()
         sampled = sampled_tokens(sample.record, ids, tokenizer)
         temperatures = (1.0,) if sampled is None or sampled[0] == 1.0 else (1.0, sampled[0])
-        batch = samples_io.to_device(samples_io.collate([encoded], tokenizer.pad_token_id), device)
+        batch = samples_io.collate([encoded], tokenizer.pad_token_id)
         with autocast(device):
-            if vision is not None:
-                batch = vision.inputs(model, batch)
-            picked, mask = samples_io.response_logprobs_at(model, batch, temperatures)
+            picked, mask = samples_io.response_logprobs_at(model, efficiency.model_batch(model, batch, device, vision),
+                                                           temperatures)
         logp = picked[0][0][mask[0]].float().cpu()
         results.append(logp)
         if sampled is None:
@@ -260,10 +256,8 @@ def train(config: dict) -> int:
                 positions = chunk or needed[:1]
                 batch = samples_io.collate([samples_io.encode(samples[p], processor, screenshots) for p in positions],
                                            pad_id)
-                batch = samples_io.to_device(batch, dist.device)
                 with engine.micro_step(last=index == len(chunks) - 1), autocast(dist.device):
-                    if vision is not None:
-                        batch = vision.inputs(engine.model, batch)
+                    batch = efficiency.model_batch(engine.model, batch, dist.device, vision)
                     logp, mask = samples_io.response_logprobs(engine.model, batch)
                     old_logp, ref_logp = align([old[p] for p in positions], mask), align([ref[p] for p in positions], mask)
                     terms = step_terms(logp.float(), old_logp, ref_logp, mask,

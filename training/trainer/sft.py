@@ -291,10 +291,9 @@ def train(config: dict) -> int:
                 # Ranks agree on a cancel once per optimizer step (an all-reduce is a host sync).
                 if (index == 0 or not dist.enabled) and dist.any(watch.requested()):
                     raise Cancelled
-                batch = samples_io.to_device(efficiency.packed_positions(engine.model, next(batches)), dist.device)
+                loaded = next(batches)
                 with engine.micro_step(last=index == len(mine) - 1), autocast(dist.device):
-                    if vision is not None:
-                        batch = vision.inputs(engine.model, batch)
+                    batch = efficiency.model_batch(engine.model, loaded, dist.device, vision)
                     logprobs, _ = samples_io.response_logprobs(engine.model, batch)
                     nll = -logprobs.sum() * (1.0 if chunk else 0.0)
                     # DDP averages gradients over ranks: × world size makes it the batch's token mean.
