@@ -13,6 +13,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from devices.db_pool import release_connection
 from devices.models import Device, Lease
 from devices.profiles import satisfies
 from devices.signals import lease_changed
@@ -129,7 +130,11 @@ class LeaseKeeper:
     def _run(self):
         try:
             while not self._stop.wait(self.every_s):
-                if not heartbeat(self.lease, ttl=self.ttl):
+                alive = heartbeat(self.lease, ttl=self.ttl)
+                # Pooled, a connection held between beats would be one the holder's own thread waits
+                # for: with as many keepers as pooled connections, the host stalled until its timeout.
+                release_connection()
+                if not alive:
                     self.lost = True
                     return
         except Exception:  # a database hiccup: the holder's own check before acting decides

@@ -143,13 +143,13 @@ def collect_steps(trajectory: Trajectory, phone: PhoneConnection, policy, config
             if lease is not None and not leases.heartbeat(lease, ttl=lease_ttl):
                 return LEASE_LOST
             step_started = time.monotonic()
-            anomaly = maybe_inject(phone, config.anomaly_rates, rng) if config.anomaly_rates else None
-            observation = observe(phone)
-            step = recorder.record_observation(trajectory, index, observation, anomaly=anomaly)
-            index += 1
             # A model call may outlast the lease (3 tries of 60 s against a 60 s lease), and so may
-            # a composite action: a background heartbeat keeps it while they run.
+            # a slow screen capture or a composite action: a background heartbeat keeps it meanwhile.
             with leases.kept_alive(lease, ttl=lease_ttl) as keeper:
+                anomaly = maybe_inject(phone, config.anomaly_rates, rng) if config.anomaly_rates else None
+                observation = observe(phone)
+                step = recorder.record_observation(trajectory, index, observation, anomaly=anomaly)
+                index += 1
                 proposal = takeover.propose(step, observation, config.screenshots_k) if (
                     takeover is not None and takeover.active) else None
                 if proposal is None:

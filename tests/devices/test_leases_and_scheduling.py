@@ -67,6 +67,22 @@ def test_lease_expires_unless_heartbeats_extend_it():
     assert leases.acquire(phone, holder="session-b").holder == "session-b"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_keeper_hands_its_connection_back_after_every_beat(monkeypatch):
+    """Pooled (DATABASE_POOL_SIZE), a keeper holding its connection while its holder's thread waits
+    for one stalls a host whose phones outnumber its connections: it gives it back after each beat."""
+    phone = make_device("p1")
+    lease = leases.acquire(phone, holder="worker-1", ttl=timedelta(seconds=30))
+    beats, handed_back = [], []
+    real_heartbeat = leases.heartbeat
+    monkeypatch.setattr(leases, "heartbeat", lambda *a, **k: beats.append(1) or real_heartbeat(*a, **k))
+    monkeypatch.setattr(leases, "release_connection", lambda: handed_back.append(len(beats)))
+    with leases.kept_alive(lease, ttl=timedelta(seconds=30), every_s=0.05) as keeper:
+        threading.Event().wait(0.4)
+    assert not keeper.lost and len(beats) >= 3
+    assert handed_back == list(range(1, len(beats) + 1)), "one hand-back right after each beat"
+
+
 @pytest.mark.django_db
 def test_release_and_forced_takeover():
     phone = make_device("p1")
