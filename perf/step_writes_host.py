@@ -34,6 +34,7 @@ from devices.observation import Observation
 from devices.uitree import all_nodes, parse_hierarchy
 from flywheel.blobs import store_blob
 from flywheel.collection import recorder
+from flywheel.collection.step_writer import batched_step_writes
 from flywheel.models import CptEntry, Line, Query, Step, Trajectory
 from flywheel.policies.base import Proposal
 from flywheel.policies.protocol import HistoryEntry, describe_action, format_output, history_text, system_prompt
@@ -290,12 +291,14 @@ def main(run_dir: Path, index: int):
     records, errors = [], []
     threads = [threading.Thread(target=drive, args=(phone, params["phone_time_s"], until, records, errors),
                                 daemon=True) for phone in phones]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with batched_step_writes() as writer:  # as the product's host driver writes (driver.drive_host)
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     (run_dir / f"host-{index}.json").write_text(json.dumps({"records": records, "errors": errors[:5],
-                                                            "error_count": len(errors)}))
+                                                            "error_count": len(errors), "batches": writer.batches,
+                                                            "batched_writes": writer.writes}))
 
 
 if __name__ == "__main__":

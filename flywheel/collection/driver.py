@@ -26,6 +26,7 @@ from flywheel.collection.engine import (
     run_trajectory,
 )
 from flywheel.collection.launch import dispatch_run, refresh_progress, run_is_cancelled
+from flywheel.collection.step_writer import batched_step_writes
 from flywheel.models import CollectionRun, Destination, Line, Query, Trajectory
 from flywheel.policies import policy_for
 from flywheel.pools.rl import metabolize_group
@@ -146,16 +147,18 @@ def drive_host(run_id, address, phones, budget_s=None):
     stop_event = threading.Event()
     threads = [threading.Thread(target=drive_phone, args=(run_id, device, lease, stop_event, deadline),
                                 name=f"run{run_id}-{device.serial}", daemon=True) for device, lease in leased]
-    for thread in threads:
-        thread.start()
-    release_connection()  # the phones' threads write; this one only waits for them
-    try:
+    # The phones' step writes are committed together, a batch per transaction (step_writer.py).
+    with batched_step_writes():
         for thread in threads:
-            thread.join()
-    except SoftTimeLimitExceeded:  # a hung phone: stop taking work, leave what is in hand
-        stop_event.set()
-        for thread in threads:
-            thread.join(timeout=60)
+            thread.start()
+        release_connection()  # the phones' threads write; this one only waits for them
+        try:
+            for thread in threads:
+                thread.join()
+        except SoftTimeLimitExceeded:  # a hung phone: stop taking work, leave what is in hand
+            stop_event.set()
+            for thread in threads:
+                thread.join(timeout=60)
     refresh_progress(run_id)
     budget_spent = stop_event.is_set() and not run_is_cancelled(run_id)
     if budget_spent and CollectionRun.objects.filter(pk=run_id).with_open_work().exists():

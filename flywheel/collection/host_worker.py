@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from devices import hosts, registry
+from devices.db_pool import release_connection
 from flywheel.collection.recovery import reclaim_host_work
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ def _keep_alive(names, instance, stop):
                 log.warning("phone hosts %s: reachable again; rediscovering their phones", ", ".join(names))
                 registry.discover_devices(names)
             last_ok = time.monotonic()
+            release_connection()  # pooled, held between beats it would be one the phones lack
         except Exception as error:  # the database is away (a link down): keep trying, it may come back
             log.warning("phone host heartbeat failed: %s", error)
             connection.close()

@@ -22,6 +22,7 @@ from devices.db_pool import release_connection
 from devices.executor import ActionExecutor, ActionResult
 from devices.observation import Observation
 from flywheel.blobs import read_blob, store_blob
+from flywheel.collection.step_writer import StepWrite, active_writer
 from flywheel.events import publish
 from flywheel.models import CptEntry, Line, Step, Trajectory
 from flywheel.policies import PolicyError
@@ -90,6 +91,10 @@ def record_observation(trajectory: Trajectory, index: int, observation: Observat
     observed it first.
     """
     fields = observation_fields(observation, anomaly)
+    if replace and (writer := active_writer()) is not None:  # a phone host's batched writes
+        step = Step(trajectory=trajectory, index=index, **fields)
+        writer.write(StepWrite(observed=step))
+        return step
     step = _insert_step(trajectory, index, fields)  # a new index, nearly always
     if step is None and replace:
         step, _ = Step.objects.update_or_create(trajectory=trajectory, index=index, defaults=fields)
@@ -154,13 +159,13 @@ def propose(step: Step, observation: Observation, policy, k: int = 5) -> Proposa
     except PolicyError as error:
         step.model_io, step.cot, step.sampled = {**(error.model_io or {}), "error": str(error)}, {}, {}
         step.timings = {**step.timings, "propose_ms": _ms(started), "proposed_at": time.time()}
-        step.save(update_fields=["model_io", "cot", "sampled", "timings"])
+        _save(step, ("model_io", "cot", "sampled", "timings"))
         raise
     step.cot, step.proposed_action = proposal.cot, proposal.action
     step.confidence, step.model_io = proposal.confidence, proposal.model_io
     step.sampled = proposal.sampled or {}
     step.timings = {**step.timings, "propose_ms": _ms(started), "proposed_at": time.time()}
-    step.save(update_fields=["cot", "proposed_action", "confidence", "model_io", "sampled", "timings"])
+    _save(step, ("cot", "proposed_action", "confidence", "model_io", "sampled", "timings"))
     return proposal
 
 
@@ -212,7 +217,7 @@ def execute(step: Step, action: dict, executor: ActionExecutor, *, cot: dict | N
                     **{f"{name}_ms": value for name, value in result.timings.items()}}
     if not result.ok:
         step.executing_since = None
-        step.save(update_fields=["audit", "timings", "executing_since"])
+        _save(step, ("audit", "timings", "executing_since"))
         return StepOutcome(step, result)
     step.executed_action = result.action
     if cot is not None:
@@ -225,15 +230,26 @@ def execute(step: Step, action: dict, executor: ActionExecutor, *, cot: dict | N
             edit = {**edit, "decision_regenerated": True}
         step.edit = edit
     screen = tuple(step.timings.get("screen") or executor.window_size())
+    release_connection()  # the image work below needs none: pooled, another phone of this host reads
     cpt_sample = clean_for_cpt(step, result.action, screen)  # image work outside the transaction
     if step_started is not None:
         step.timings["step_ms"] = _ms(step_started)
-    with transaction.atomic():
-        # Only what this stage changed: the proposal's model I/O is not sent and stored again.
-        step.save(update_fields=["audit", "timings", "executed_action", "cot", "edit"])
-        feed_cpt(cpt_sample)
-        if result.control and result.control.get("kind") == "take_notes":
-            remember(step.trajectory, result.control["text"])
+    notes = result.control["text"] if result.control and result.control.get("kind") == "take_notes" else None
+    # Only what this stage changed: the proposal's model I/O is not sent and stored again.
+    fields = ("audit", "timings", "executed_action", "cot", "edit")
+    if (writer := active_writer()) is not None:  # a phone host's batched writes: one transaction too
+        if notes is not None:
+            step.trajectory.memory = [*step.trajectory.memory, notes]
+        writer.write(StepWrite(updated=(step, fields), cpt_sample=cpt_sample,
+                               memory=step.trajectory if notes is not None else None))
+        if cpt_sample is not None:
+            publish("pools", throttle_s=1.0, pool="cpt")
+    else:
+        with transaction.atomic():
+            step.save(update_fields=list(fields))
+            feed_cpt(cpt_sample)
+            if notes is not None:
+                remember(step.trajectory, notes)
     return StepOutcome(step, result)
 
 
@@ -265,6 +281,14 @@ def record_answer(step: Step, answer: str, by: str) -> None:
     step.edit = {**(step.edit or {}), "clarify_answer": answer, "by": by}
     step.edit.pop("clarify_pending", None)
     Step.objects.filter(pk=step.pk).update(edit=step.edit)
+
+
+def _save(step: Step, fields: tuple[str, ...]) -> None:
+    """These fields of the stored step: through the host's writer where one runs."""
+    if (writer := active_writer()) is not None:
+        writer.write(StepWrite(updated=(step, fields)))
+    else:
+        step.save(update_fields=list(fields))
 
 
 def _ms(since: float) -> int:

@@ -2,6 +2,7 @@
 import threading
 from collections import OrderedDict
 
+from devices.db_pool import release_connection
 from flywheel.blobs import read_blob
 from flywheel.models import CptEntry
 from flywheel.rules.cpt_cleaning import cpt_rejection, frame_facts
@@ -12,6 +13,9 @@ from flywheel.rules.cpt_cleaning import cpt_rejection, frame_facts
 KNOWN_FRAMES = 4096  # per process: far more than the phones of one host take steps on at once
 _known: OrderedDict[str, tuple[str, bool]] = OrderedDict()
 _known_lock = threading.Lock()
+# The decode (libspng) holds the GIL, so a process decodes one frame at a time anyway; the phone
+# threads that would queue for the GIL meanwhile wait on this lock instead, blocked.
+_decoding = threading.Lock()
 
 
 def stored_frame_facts(name: str, png: bytes) -> tuple[str, bool]:
@@ -21,7 +25,8 @@ def stored_frame_facts(name: str, png: bytes) -> tuple[str, bool]:
         if facts is not None:
             _known.move_to_end(name)
             return facts
-    facts = frame_facts(png)  # outside the lock: the phones of a host decode at the same time
+    with _decoding:  # one decode at a time: see _decoding
+        facts = frame_facts(png)
     with _known_lock:
         _known[name] = facts
         if len(_known) > KNOWN_FRAMES:
@@ -29,14 +34,37 @@ def stored_frame_facts(name: str, png: bytes) -> tuple[str, bool]:
     return facts
 
 
+# Per trajectory, (index of the last step this process cleaned, hash of the sample accepted last up
+# to it): the next step of a trajectory driven here needs no read for its previous sample. Only
+# trusted for the very next index, so a step cleaned elsewhere meanwhile is read from the database.
+_last_accepted: OrderedDict[int, tuple[int, str]] = OrderedDict()
+
+
+def previous_sample_hash(step) -> str:
+    """The hash of the trajectory's accepted sample before this step ("" if none)."""
+    with _known_lock:
+        known = _last_accepted.get(step.trajectory_id)
+    if known is not None and known[0] == step.index - 1:
+        return known[1]
+    previous = (CptEntry.objects.filter(step__trajectory_id=step.trajectory_id, step__index__lt=step.index)
+                .order_by("-step__index").values_list("phash", flat=True).first())
+    release_connection()  # the decode that follows needs no connection
+    return previous or ""
+
+
 def cpt_cleaning_verdict(step, action: dict, screen_size: tuple[int, int]) -> tuple[str, str]:
     """(rejection reason or "", perceptual hash) of the step as a single-step sample.
 
     The hash is compared with the trajectory's previous accepted sample (duplicates are dropped).
     """
-    previous = (CptEntry.objects.filter(step__trajectory_id=step.trajectory_id, step__index__lt=step.index)
-                .order_by("-step__index").values_list("phash", flat=True).first())
+    previous = previous_sample_hash(step)
     name = step.screenshot.name if step.screenshot else ""
     png = read_blob(name) if name else None
-    return cpt_rejection(png, action, screen_size, previous_hash=previous or "",
-                         facts=lambda frame: stored_frame_facts(name, frame))
+    rejection, phash = cpt_rejection(png, action, screen_size, previous_hash=previous,
+                                     facts=lambda frame: stored_frame_facts(name, frame))
+    with _known_lock:
+        _last_accepted[step.trajectory_id] = (step.index, previous if rejection else phash)
+        _last_accepted.move_to_end(step.trajectory_id)
+        if len(_last_accepted) > KNOWN_FRAMES:
+            _last_accepted.popitem(last=False)
+    return rejection, phash

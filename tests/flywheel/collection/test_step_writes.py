@@ -21,10 +21,10 @@ from flywheel.pools.cpt import stored_frame_facts
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # One accepted step: INSERT the observed step; SELECT the history; UPDATE with the proposal;
-# SELECT the trajectory's previous CPT hash; BEGIN, UPDATE with the executed action, INSERT its CPT
-# sample, COMMIT. (17 before issue #17: update_or_create, the query's apps at every step,
-# get_or_create of the sample.)
-QUERIES_PER_STEP = 8
+# BEGIN, UPDATE with the executed action, INSERT its CPT sample, COMMIT. The trajectory's previous
+# CPT hash is the one this process noted at the step before (8 with its SELECT before issue #38;
+# 17 before issue #17: update_or_create, the query's apps at every step, get_or_create of the sample.)
+QUERIES_PER_STEP = 7
 CLICK = {"action": "click", "point": [500, 700]}
 
 
@@ -66,6 +66,11 @@ class RanWithoutPhone:
 
 @pytest.fixture
 def trajectory(settings, tmp_path):
+    return make_trajectory(settings, tmp_path)
+
+
+def make_trajectory(settings, tmp_path):
+    """A trajectory on a phone row, its blobs under tmp_path."""
     settings.STORAGES = {**settings.STORAGES, "default": {
         "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
     app = App.objects.create(package="com.android.settings")
