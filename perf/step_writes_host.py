@@ -38,6 +38,7 @@ from flywheel.collection.step_writer import batched_step_writes
 from flywheel.models import CptEntry, Line, Query, Step, Trajectory
 from flywheel.policies.base import Proposal
 from flywheel.policies.protocol import HistoryEntry, describe_action, format_output, history_text, system_prompt
+from flywheel.pools.cpt import note_cleaned_step
 from perf.step_writes import host_address
 
 SCREENSHOTS_K = 5          # the collection default (CollectionConfig.screenshots_k)
@@ -210,20 +211,27 @@ def start_mid_trajectory(phones: list[BenchPhone]) -> None:
             history.append(HistoryEntry(cot=proposal.cot, action=action))
         phone.png, phone.xml = phone.frame["png"], phone.frame["xml"]
     Step.objects.bulk_create(steps, batch_size=500)
-    CptEntry.objects.bulk_create([CptEntry(step=step, screenshot=step.screenshot, action=step.executed_action,
-                                           phash=f"{random.getrandbits(64):016x}") for step in steps
-                                  if step.executed_action["action"] != "wait"], batch_size=500)
+    samples = CptEntry.objects.bulk_create([
+        CptEntry(step=step, screenshot=step.screenshot, action=step.executed_action,
+                 phash=f"{random.getrandbits(64):016x}") for step in steps
+        if step.executed_action["action"] != "wait"], batch_size=500)
+    # What a host that has been driving these trajectories knows already: the apps each one's policy
+    # sees (read once per trajectory) and each one's last CPT sample (noted at its last step).
+    last_hash = {sample.step.trajectory_id: sample.phash for sample in samples}
+    for phone in phones:
+        phone.trajectory.policy_apps, phone.trajectory.policy_app_labels  # noqa: B018 (cached per trajectory)
+        if phone.index:
+            note_cleaned_step(phone.trajectory.pk, phone.index - 1, last_hash.get(phone.trajectory.pk, ""))
 
 
 # -- the write of one step -----------------------------------------------------------------------
 
 def write_step(phone: BenchPhone, observation, proposal, element) -> dict:
-    """observe → propose → execute, as the engine persists them, on a connection of the host's pool
+    """observe → propose → execute, as the engine persists them: the stages' rows through the host's
+    step writer (one batch per transaction), the reads on a connection of the host's pool
     (DATABASE_POOL_SIZE), handed back afterwards as the engine does between steps."""
     statements = []
-    queued = time.monotonic()
-    connection.ensure_connection()  # a free connection of the pool (the wait for one is reported apart)
-    started = time.monotonic()
+    started = time.monotonic()  # waits for a pooled connection (the history's read) and the writer count
     with connection.execute_wrapper(lambda execute, sql, *rest: (statements.append(1), execute(sql, *rest))[1]):
         if phone.trajectory is None:
             phone.trajectory = Trajectory.objects.create(
@@ -244,7 +252,7 @@ def write_step(phone: BenchPhone, observation, proposal, element) -> dict:
                                                                  stop_kind=outcome.stop.kind,
                                                                  stop_reason=outcome.stop.detail)
     release_connection()
-    return {"end": time.time(), "wait_ms": (started - queued) * 1000, "write_ms": (done - started) * 1000,
+    return {"end": time.time(), "write_ms": (done - started) * 1000,
             "observe_ms": (observed - started) * 1000, "propose_ms": (proposed - observed) * 1000,
             "execute_ms": (done - proposed) * 1000, "statements": len(statements),
             "cpt": step.audit.get("cpt", "")}
@@ -252,10 +260,15 @@ def write_step(phone: BenchPhone, observation, proposal, element) -> dict:
 
 def drive(phone: BenchPhone, phone_time_s, until, records, errors):
     """One phone's thread: between two writes it spends `phone_time_s` (±20%) on the phone and the
-    model; 0 writes as fast as the host allows."""
-    while time.time() < until:
-        if phone_time_s:
-            time.sleep(phone_time_s * phone.rng.uniform(0.8, 1.2))
+    model; 0 writes as fast as the host allows. The phones start spread over one such time, as a
+    running farm's are."""
+    delay = phone_time_s * phone.rng.random()
+    while True:
+        if delay:
+            time.sleep(delay)
+        if time.time() >= until:
+            break
+        delay = phone_time_s * phone.rng.uniform(0.8, 1.2)
         if phone.trajectory is None:
             phone.index, phone.length = 0, phone.rng.randint(*STEPS_PER_TRAJECTORY)
         observation = phone.observe()
@@ -298,7 +311,8 @@ def main(run_dir: Path, index: int):
             thread.join()
     (run_dir / f"host-{index}.json").write_text(json.dumps({"records": records, "errors": errors[:5],
                                                             "error_count": len(errors), "batches": writer.batches,
-                                                            "batched_writes": writer.writes}))
+                                                            "batched_writes": writer.writes,
+                                                            "writer_statements": writer.statements}))
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ class StepWriter:
     def __init__(self):
         self._queue: queue.Queue[StepWrite | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="step-writer", daemon=True)
-        self.batches = self.writes = 0  # for the bench and the tests
+        self.batches = self.writes = self.statements = 0  # for the bench and the tests
 
     def start(self) -> StepWriter:
         self._thread.start()
@@ -112,15 +112,20 @@ class StepWriter:
             batch.append(more)
         return batch, False
 
+    def _count(self, execute, sql, params, many, context):
+        self.statements += 1
+        return execute(sql, params, many, context)
+
     def _run(self) -> None:
         try:
-            stopping = False
-            while not stopping:
-                batch, stopping = self._take()
-                if batch:
-                    self._commit(batch)
-                if self._queue.empty():
-                    release_connection()  # idle: pooled, the connection goes back for the phones' reads
+            with connection.execute_wrapper(self._count):
+                stopping = False
+                while not stopping:
+                    batch, stopping = self._take()
+                    if batch:
+                        self._commit(batch)
+                    if self._queue.empty():
+                        release_connection()  # idle: pooled, the connection goes back for the phones' reads
         finally:
             connection.close()
 

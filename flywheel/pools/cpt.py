@@ -62,9 +62,14 @@ def cpt_cleaning_verdict(step, action: dict, screen_size: tuple[int, int]) -> tu
     png = read_blob(name) if name else None
     rejection, phash = cpt_rejection(png, action, screen_size, previous_hash=previous,
                                      facts=lambda frame: stored_frame_facts(name, frame))
+    note_cleaned_step(step.trajectory_id, step.index, previous if rejection else phash)
+    return rejection, phash
+
+
+def note_cleaned_step(trajectory_id: int, index: int, last_accepted_hash: str) -> None:
+    """This process cleaned step `index` of the trajectory; its accepted sample up to there has this hash."""
     with _known_lock:
-        _last_accepted[step.trajectory_id] = (step.index, previous if rejection else phash)
-        _last_accepted.move_to_end(step.trajectory_id)
+        _last_accepted[trajectory_id] = (index, last_accepted_hash)
+        _last_accepted.move_to_end(trajectory_id)
         if len(_last_accepted) > KNOWN_FRAMES:
             _last_accepted.popitem(last=False)
-    return rejection, phash
