@@ -26,6 +26,7 @@ DEFAULTS = {
            "freeze_projector": True, "save_every": 50, "seed": 0, "image_max_pixels": 200704,
            "queries_per_iteration": 8, "group_size": 8, "max_rollout_steps": 20, "screenshots_k": 5,
            "lambda": 1.0, "advantage": "grpo", "clip_epsilon": 0.2, "kl_coef": 0.04, "ppo_epochs": 1,
+           "importance_ratio": "sequence",
            "judge_passes": 5, "useful_range": [0.0, 1.0], "fallback_cap": 2, "pi_old_tolerance": 0.05,
            "curriculum": {"progress": None, "iterations": 10, "temperature": 0.25}, **SPEED},
 }
@@ -80,6 +81,8 @@ _RL_PROPERTIES = {
     "advantage": {"enum": ["grpo", "gigpo"]}, "clip_epsilon": {"type": "number", "exclusiveMinimum": 0,
                                                               "exclusiveMaximum": 1},
     "kl_coef": {"type": "number", "minimum": 0}, "ppo_epochs": _COUNT, "judge_passes": _COUNT,
+    # Eq. 6's ratio per response (GSPO) or per token (GRPO): training/rules/objective.step_term.
+    "importance_ratio": {"enum": ["sequence", "token"]},
     "useful_range": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1},
                      "minItems": 2, "maxItems": 2},
     "fallback_cap": {"type": "integer", "minimum": 0},

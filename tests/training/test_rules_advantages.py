@@ -10,7 +10,7 @@ from training.rules.advantages import (
     grpo_advantages,
     population_std,
 )
-from training.rules.objective import clipped_term, grpo_objective, kl_k3
+from training.rules.objective import clipped_term, grpo_objective, kl_k3, step_term
 
 
 def approx(rows):
@@ -125,3 +125,21 @@ def test_eq_6_averages_steps_then_trajectories():
         grpo_objective([])
     with pytest.raises(ValueError, match="no steps"):
         grpo_objective([[(0.0, 1.0)], []])
+
+
+def test_a_steps_ratio_per_response_gspo_or_per_token_grpo():
+    """Two tokens with ratios 1.5 and 0.5, ε = 0.2. Per token (GRPO): A = 1 gives min(1.5, 1.2) = 1.2 and
+    min(0.5, 0.8) = 0.5, mean 0.85; A = −1 gives −1.5 and −0.8, mean −1.15. Per response (GSPO): the
+    geometric mean √0.75 ≈ 0.866 is inside the clip, so ±0.866 either way."""
+    tokens = [math.log(1.5), math.log(0.5)]
+    assert step_term(tokens, 1.0, 0.2, "token") == pytest.approx(0.85)
+    assert step_term(tokens, -1.0, 0.2, "token") == pytest.approx(-1.15)
+    assert step_term(tokens, 1.0, 0.2, "sequence") == pytest.approx(math.sqrt(0.75))
+    assert step_term(tokens, -1.0, 0.2, "sequence") == pytest.approx(-math.sqrt(0.75))
+    # Every token at the same ratio: the two agree (here 1.5 for all: clipped to 1.2 · A with A > 0).
+    assert step_term([math.log(1.5)] * 3, 2.0, 0.2, "token") == pytest.approx(2.4)
+    assert step_term([math.log(1.5)] * 3, 2.0, 0.2, "sequence") == pytest.approx(2.4)
+    with pytest.raises(ValueError, match="importance_ratio"):
+        step_term(tokens, 1.0, 0.2, "trajectory")
+    with pytest.raises(ValueError, match="at least one"):
+        step_term([], 1.0)

@@ -14,7 +14,7 @@ import torch
 from flywheel.policies.protocol import format_output
 from tests.conftest import BIN
 from tests.training.test_trainer_sft import run_torchrun, step_sample
-from training.rules.objective import clipped_term, grpo_objective, kl_k3
+from training.rules.objective import clipped_term, grpo_objective, kl_k3, step_term
 from training.trainer import data as samples_io
 from training.trainer.rl import main as rl_main
 from training.trainer.rl import sequence_logprobs, step_terms, step_weights
@@ -95,11 +95,23 @@ def test_the_torch_pieces_are_the_rules_formulas():
                  for group in (1, 2)]
     assert float((weights * terms["term"]).sum()) == pytest.approx(sum(per_group) / 2, abs=1e-6)
     assert float(step_terms(logp, logp, logp, mask, advantage, epsilon)["kl"].abs().max()) == 0.0
+    # Per token (GRPO): the rules' step_term on each row's token log-ratios; a share of tokens clipped.
+    tokens = step_terms(logp * mask, old * mask, ref * mask, mask, advantage, epsilon, importance="token")
+    for row in range(rows):
+        keep = mask[row]
+        token_log_ratios = (logp[row][keep] - old[row][keep]).tolist()
+        assert float(tokens["term"][row]) == pytest.approx(
+            step_term(token_log_ratios, float(advantage[row]), epsilon, "token"), abs=1e-6)
+        assert float(terms["term"][row]) == pytest.approx(
+            step_term(token_log_ratios, float(advantage[row]), epsilon, "sequence"), abs=1e-6)
+    assert torch.equal(tokens["kl"], terms["kl"]) and torch.equal(tokens["log_ratio"], terms["log_ratio"])
+    assert 0 < float(tokens["clipped"].sum()) and bool((tokens["clipped"] <= 1).all())
 
 
-def test_one_update_follows_the_advantages_and_starts_at_zero_kl(tmp_path):
+@pytest.mark.parametrize("importance", ["sequence", "token"])
+def test_one_update_follows_the_advantages_and_starts_at_zero_kl(tmp_path, importance):
     rollouts = make_rollouts(tmp_path / "rollouts")
-    config = write_config(tmp_path, rollouts)
+    config = write_config(tmp_path, rollouts, importance_ratio=importance)
     started = time.time()
     assert rl_main(["--config", str(config)]) == 0
     print(f"\ntiny RL: one update (2 PPO epochs, 7 rows) in {time.time() - started:.1f} s, model builds included")
@@ -127,7 +139,10 @@ def test_one_update_follows_the_advantages_and_starts_at_zero_kl(tmp_path):
         trajectories[(row["group"], row["trajectory"])].append((row["log_ratio"], row["advantage"]))
     expected = sum(grpo_objective([steps for (g, _), steps in trajectories.items() if g == group], 0.2)
                    for group in (1, 2)) / 2
-    assert second["objective"] == pytest.approx(expected, abs=1e-5)
+    if importance == "sequence":  # per token, the rows' mean log-ratios do not give it (test_the_torch_pieces…)
+        assert second["objective"] == pytest.approx(expected, abs=1e-5)
+    else:  # clipped token by token, where a step's tokens moved apart: not the per-response value
+        assert second["objective"] != pytest.approx(expected, abs=1e-5)
     assert second["kl"] > 0 and second["loss"] == pytest.approx(-(second["objective"] - 0.04 * second["kl"]), abs=1e-6)
     assert any(row["log_ratio"] != 0.0 for row in rows if row["epoch"] == 2)
     # The update moves each response the way its advantage says.

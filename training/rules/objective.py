@@ -22,6 +22,30 @@ def clipped_term(log_ratio: float, advantage: float, epsilon: float = 0.2) -> fl
     return min(ratio * advantage, clipped * advantage)
 
 
+# Where eq. 6's ratio ρ is taken (the trainer's `importance_ratio`):
+SEQUENCE = "sequence"  # GSPO: one ratio per response, the geometric mean of its tokens' ratios
+TOKEN = "token"        # GRPO as DeepSeekMath writes it: a ratio per token, clipped token by token
+IMPORTANCE_RATIOS = (SEQUENCE, TOKEN)
+
+
+def step_term(token_log_ratios: Sequence[float], advantage: float, epsilon: float = 0.2,
+              importance: str = SEQUENCE) -> float:
+    """A step's (one response's) clipped term of eq. 6 from its tokens' log π_θ − log π_old.
+
+    sequence (GSPO, Zheng et al. 2025): clipped_term(mean_t log ρ_t, A) — the response is clipped
+    as one, so a long response's ratio neither explodes nor vanishes;
+    token (GRPO): mean_t clipped_term(log ρ_t, A) — each token clipped on its own.
+    The two agree when every token has the same ratio.
+    """
+    if not token_log_ratios:
+        raise ValueError("a step needs at least one response token")
+    if importance == SEQUENCE:
+        return clipped_term(math.fsum(token_log_ratios) / len(token_log_ratios), advantage, epsilon)
+    if importance == TOKEN:
+        return math.fsum(clipped_term(r, advantage, epsilon) for r in token_log_ratios) / len(token_log_ratios)
+    raise ValueError(f"importance_ratio must be one of {', '.join(IMPORTANCE_RATIOS)}, not {importance!r}")
+
+
 def kl_k3(logp: float, ref_logp: float) -> float:
     """The k3 estimator of KL(π_θ ‖ π_ref) at one sampled token: exp(d) − d − 1 with
     d = log π_ref − log π_θ (Schulman's "Approximating KL divergence"; GRPO's KL term). Never

@@ -49,7 +49,7 @@ from training.trainer.tiny import load_model, save_artifact
 
 DEFAULTS = {"learning_rate": 1e-6, "micro_batch_size": 1, "max_seq_len": 12288, "freeze_vision": True,
             "freeze_projector": True, "seed": 0, "deepspeed": "", "image_max_pixels": 200704,
-            "clip_epsilon": 0.2, "kl_coef": 0.04, "ppo_epochs": 1,
+            "clip_epsilon": 0.2, "kl_coef": 0.04, "ppo_epochs": 1, "importance_ratio": "sequence",
             # bf16 forward passes on two machines differ by a few hundredths of a nat per token; fp32 by far less
             "pi_old_tolerance": 0.05, **efficiency.DEFAULTS}
 
@@ -59,24 +59,35 @@ class Cancelled(Exception):
 
 
 def step_terms(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor,
-               advantage: torch.Tensor, epsilon: float) -> dict:
-    """Per row (a rollout step): the log-ratio, the clipped term of eq. 6, the mean k3 KL, whether the
-    clip is active. All inputs are [rows, tokens] except advantage [rows].
+               advantage: torch.Tensor, epsilon: float, importance: str = "sequence") -> dict:
+    """Per row (a rollout step): the mean log-ratio, the clipped term of eq. 6, the mean k3 KL, the
+    share of the row the clip holds. All inputs are [rows, tokens] except advantage [rows].
 
-    The ratio is sequence-level, as in GSPO: ρ = exp(mean over the response's tokens of log π_θ − log π_old).
-    Eq. 6's ρ_{i,t} belongs to a whole step (one response of many tokens); the product of hundreds
-    of token ratios explodes or vanishes, while their geometric mean stays near 1, so ε keeps meaning
-    "at most ε away from the sampling policy" for a step of any length.
+    importance "sequence" (the default, GSPO): ρ = exp(mean over the response's tokens of
+    log π_θ − log π_old), clipped once. Eq. 6's ρ_{i,t} belongs to a whole step (one response of many
+    tokens); the product of hundreds of token ratios explodes or vanishes, while their geometric mean
+    stays near 1, so ε keeps meaning "at most ε away from the sampling policy" for a step of any length.
+    importance "token" (GRPO): each token's ratio clipped on its own, the terms averaged over the
+    response. training/rules/objective.step_term is the same on plain numbers.
     """
     mask = mask.to(logp.dtype)
     tokens = mask.sum(-1).clamp(min=1)
-    log_ratio = ((logp - old_logp) * mask).sum(-1) / tokens
-    ratio = torch.exp(log_ratio)
-    clipped_ratio = ratio.clamp(1 - epsilon, 1 + epsilon)
-    term = torch.minimum(ratio * advantage, clipped_ratio * advantage)
+    token_log_ratio = (logp - old_logp) * mask
+    log_ratio = token_log_ratio.sum(-1) / tokens
+    if importance == "token":
+        ratio, advantage_t = torch.exp(token_log_ratio), advantage.unsqueeze(-1)
+        token_term = torch.minimum(ratio * advantage_t, ratio.clamp(1 - epsilon, 1 + epsilon) * advantage_t)
+        term = (token_term * mask).sum(-1) / tokens
+        held = ((advantage_t > 0) & (ratio > 1 + epsilon)) | ((advantage_t < 0) & (ratio < 1 - epsilon))
+        clipped = (held.to(mask.dtype) * mask).sum(-1) / tokens
+    elif importance == "sequence":
+        ratio = torch.exp(log_ratio)
+        term = torch.minimum(ratio * advantage, ratio.clamp(1 - epsilon, 1 + epsilon) * advantage)
+        clipped = (((advantage > 0) & (ratio > 1 + epsilon)) | ((advantage < 0) & (ratio < 1 - epsilon))).to(mask.dtype)
+    else:
+        raise TrainerError(f"importance_ratio must be sequence or token, not {importance!r}")
     delta = (ref_logp - logp) * mask
     kl = ((torch.exp(delta) - delta - 1) * mask).sum(-1) / tokens   # k3: exp(d) − d − 1 ≥ 0, d = ref − logp
-    clipped = ((advantage > 0) & (ratio > 1 + epsilon)) | ((advantage < 0) & (ratio < 1 - epsilon))
     return {"log_ratio": log_ratio, "term": term, "kl": kl, "clipped": clipped}
 
 
@@ -99,6 +110,8 @@ def settings(config: dict) -> dict:
         if not merged.get(key):
             raise TrainerError(f"the config has no {key!r}")
     merged.setdefault("reference", merged["model"])
+    if merged["importance_ratio"] not in ("sequence", "token"):
+        raise TrainerError(f"importance_ratio must be sequence (GSPO) or token (GRPO), not {merged['importance_ratio']!r}")
     return merged
 
 
@@ -245,7 +258,7 @@ def train(config: dict) -> int:
                   "rows: the rollouts may not come from the policy being updated", file=sys.stderr)
         write_status(output_dir, "running", samples=len(samples), skipped=skipped, **counts)
     policy.train()
-    epsilon, kl_coef = float(config["clip_epsilon"]), float(config["kl_coef"])
+    epsilon, kl_coef, importance = float(config["clip_epsilon"]), float(config["kl_coef"]), config["importance_ratio"]
     started, pad_id = time.time(), processor.tokenizer.pad_token_id
     try:
         for epoch in range(1, epochs + 1):
@@ -261,7 +274,8 @@ def train(config: dict) -> int:
                     logp, mask = samples_io.response_logprobs(engine.model, batch)
                     old_logp, ref_logp = align([old[p] for p in positions], mask), align([ref[p] for p in positions], mask)
                     terms = step_terms(logp.float(), old_logp, ref_logp, mask,
-                                       torch.tensor([advantages[p] for p in positions], device=dist.device), epsilon)
+                                       torch.tensor([advantages[p] for p in positions], device=dist.device), epsilon,
+                                       importance)
                     weight = torch.tensor([weights[p] for p in positions], device=dist.device) * (1.0 if chunk else 0.0)
                     objective, kl = (weight * terms["term"]).sum(), (weight * terms["kl"]).sum()
                     # DDP averages gradients over ranks; the weights already sum to 1 over all rows.
