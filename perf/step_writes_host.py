@@ -15,6 +15,7 @@ import threading
 import time
 import traceback
 import zlib
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -216,12 +217,17 @@ def start_mid_trajectory(phones: list[BenchPhone]) -> None:
                  phash=f"{random.getrandbits(64):016x}") for step in steps
         if step.executed_action["action"] != "wait"], batch_size=500)
     # What a host that has been driving these trajectories knows already: the apps each one's policy
-    # sees (read once per trajectory) and each one's last CPT sample (noted at its last step).
+    # sees (read once per trajectory), each one's last CPT sample and its executed steps (noted at
+    # its last step).
     last_hash = {sample.step.trajectory_id: sample.phash for sample in samples}
+    executed = defaultdict(list)
+    for step in steps:
+        executed[step.trajectory_id].append(step)
     for phone in phones:
         phone.trajectory.policy_apps, phone.trajectory.policy_app_labels  # noqa: B018 (cached per trajectory)
         if phone.index:
             note_cleaned_step(phone.trajectory.pk, phone.index - 1, last_hash.get(phone.trajectory.pk, ""))
+            recorder.note_history(phone.trajectory.pk, phone.index - 1, executed[phone.trajectory.pk])
 
 
 # -- the write of one step -----------------------------------------------------------------------

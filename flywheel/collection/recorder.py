@@ -9,7 +9,9 @@ ran with its audit.
 """
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
@@ -126,13 +128,61 @@ def history_steps(trajectory: Trajectory) -> list[Step]:
                 .only("trajectory", "index", "cot", "executed_action", "edit", "screenshot"))
 
 
-def policy_state(trajectory: Trajectory, observation: Observation, k: int = 5) -> PolicyState:
+# A phone host's trajectory is driven by one thread, one step after another: the history its next
+# step needs is what this process executed, unless another process took a step meanwhile. Per
+# trajectory, (the last index this process recorded, light copies of its executed steps); only used
+# under a host's step writer, only trusted for the very next index, dropped when an answer is added.
+KNOWN_HISTORIES = 1024
+_histories: OrderedDict[int, tuple[int, list[Step]]] = OrderedDict()
+_histories_lock = threading.Lock()
+
+
+def _history_entry(step: Step) -> Step:
+    return Step(pk=step.pk, trajectory_id=step.trajectory_id, index=step.index, cot=step.cot,
+                executed_action=step.executed_action, edit=step.edit, screenshot=step.screenshot)
+
+
+def known_history(step: Step) -> list[Step] | None:
+    """The executed steps before `step`, from what this host noted (read once where it noted
+    nothing); None outside a host's step writer: the caller reads."""
+    if active_writer() is None:
+        return None
+    with _histories_lock:
+        known = _histories.get(step.trajectory_id)
+    if known is not None and known[0] == step.index - 1:
+        return list(known[1])
+    done = history_steps(step.trajectory)
+    note_history(step.trajectory_id, step.index - 1, [_history_entry(s) for s in done])
+    return done
+
+
+def note_history(trajectory_id: int, index: int, steps: list[Step]) -> None:
+    """What this process knows: the trajectory's executed steps up to step `index`."""
+    with _histories_lock:
+        _histories[trajectory_id] = (index, steps)
+        _histories.move_to_end(trajectory_id)
+        if len(_histories) > KNOWN_HISTORIES:
+            _histories.popitem(last=False)
+
+
+def _note_recorded(step: Step) -> None:
+    """After this process recorded the step's execution (or its failure): the next index may use it."""
+    with _histories_lock:
+        known = _histories.get(step.trajectory_id)
+    if known is not None and known[0] == step.index - 1:
+        steps = [*known[1], _history_entry(step)] if step.executed_action is not None else known[1]
+        note_history(step.trajectory_id, step.index, steps)
+
+
+def policy_state(trajectory: Trajectory, observation: Observation, k: int = 5,
+                 done: list[Step] | None = None) -> PolicyState:
     """The protocol's input (§3.1.2): all earlier text, the last K screenshots (the current one last).
+    `done`: the executed steps so far, where the caller knows them (known_history).
 
     Only the schema-guided line (§2.3.4) shows the policy the query's known path; every other line
     gives the goal alone, so its success rate measures the policy, not the path.
     """
-    done = history_steps(trajectory)
+    done = history_steps(trajectory) if done is None else done
     history = [HistoryEntry(cot=step.cot or {}, action=step.executed_action,
                             reply=str((step.edit or {}).get("clarify_answer") or ""))
                for step in done]
@@ -151,7 +201,7 @@ def propose(step: Step, observation: Observation, policy, k: int = 5) -> Proposa
     started = time.monotonic()
     try:
         try:
-            state = policy_state(step.trajectory, observation, k=k)
+            state = policy_state(step.trajectory, observation, k=k, done=known_history(step))
             release_connection()  # while the model thinks (seconds), another phone of this host writes
             proposal = policy.propose(state)
         except (ValueError, TypeError) as error:  # e.g. a model version's malformed sampling config
@@ -218,6 +268,7 @@ def execute(step: Step, action: dict, executor: ActionExecutor, *, cot: dict | N
     if not result.ok:
         step.executing_since = None
         _save(step, ("audit", "timings", "executing_since"))
+        _note_recorded(step)
         return StepOutcome(step, result)
     step.executed_action = result.action
     if cot is not None:
@@ -242,6 +293,7 @@ def execute(step: Step, action: dict, executor: ActionExecutor, *, cot: dict | N
             step.trajectory.memory = [*step.trajectory.memory, notes]
         writer.write(StepWrite(updated=(step, fields), cpt_sample=cpt_sample,
                                memory=step.trajectory if notes is not None else None))
+        _note_recorded(step)
         if cpt_sample is not None:
             publish("pools", throttle_s=1.0, pool="cpt")
     else:
@@ -281,6 +333,8 @@ def record_answer(step: Step, answer: str, by: str) -> None:
     step.edit = {**(step.edit or {}), "clarify_answer": answer, "by": by}
     step.edit.pop("clarify_pending", None)
     Step.objects.filter(pk=step.pk).update(edit=step.edit)
+    with _histories_lock:  # the next step's history is read again, with the answer
+        _histories.pop(step.trajectory_id, None)
 
 
 def _save(step: Step, fields: tuple[str, ...]) -> None:

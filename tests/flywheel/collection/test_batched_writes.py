@@ -7,6 +7,7 @@ import threading
 import pytest
 from django.db import IntegrityError, connection
 
+from devices.actions import normalize_action
 from flywheel.collection import recorder
 from flywheel.collection.step_writer import StepWrite, StepWriteFailed, StepWriter, batched_step_writes, write_rows
 from flywheel.models import CptEntry, Step, Trajectory
@@ -120,3 +121,40 @@ def test_a_phone_whose_write_fails_gets_the_reason_and_sends_nothing(trajectorie
         with pytest.raises(StepWriteFailed, match="could not be written: disk full"):
             recorder.record_observation(trajectories[0], 0, observation(screen(1), 0))
     assert not Step.objects.exists()
+
+
+class Remembers(Answers):
+    """Answers, and keeps the history each proposal was given."""
+
+    def __init__(self):
+        self.histories = []
+
+    def propose(self, state):
+        self.histories.append([(entry.action, entry.reply) for entry in state.history])
+        return super().propose(state)
+
+
+def test_a_hosts_next_step_reads_nothing_and_sees_the_same_history(trajectories, django_assert_num_queries):
+    """Under a host's writer, a trajectory's next step takes its history and its previous CPT hash from
+    what this process noted at the step before: no statement on the phone's thread; an answer to a
+    clarify is read again."""
+    trajectory, frames, policy = trajectories[0], [screen(n) for n in range(4)], Remembers()
+    with batched_step_writes():
+        for index in range(4):
+            seen = observation(frames[index], index)
+            # The first step reads its history, previous sample and the apps its policy sees (once per
+            # trajectory); the step after an answer its history again.
+            with django_assert_num_queries({0: 4, 2: 1}.get(index, 0)):
+                step = recorder.record_observation(trajectory, index, seen)
+                recorder.propose(step, seen, policy)
+                assert recorder.execute(step, CLICK, RanWithoutPhone(), hierarchy_xml=seen.hierarchy_xml,
+                                        claim=False).ok
+            if index == 1:
+                recorder.record_answer(step, "the blue one", by="user")
+    executed = [normalize_action(CLICK, 1080, 2400)]
+    assert policy.histories == [[], [(executed[0], "")], [(executed[0], ""), (executed[0], "the blue one")],
+                                [(executed[0], ""), (executed[0], "the blue one"), (executed[0], "")]]
+    # The same as a process that knew nothing would read.
+    stored = recorder.history_steps(trajectory)
+    assert [(s.executed_action, (s.edit or {}).get("clarify_answer", "")) for s in stored] == policy.histories[-1] + [
+        (executed[0], "")]
