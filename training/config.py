@@ -13,6 +13,7 @@ import copy
 import jsonschema
 
 from training.config_paths import config_path_problems
+from training.rules.objective import IMPORTANCE_RATIOS
 
 # How the trainer runs, not what it computes (training/trainer/efficiency.py, issue #37).
 SPEED = {"attention": "auto", "gradient_checkpointing": False, "loader_workers": 2, "prefetch": 2, "vision_cache": True,
@@ -82,7 +83,7 @@ _RL_PROPERTIES = {
                                                               "exclusiveMaximum": 1},
     "kl_coef": {"type": "number", "minimum": 0}, "ppo_epochs": _COUNT, "judge_passes": _COUNT,
     # Eq. 6's ratio per response (GSPO) or per token (GRPO): training/rules/objective.step_term.
-    "importance_ratio": {"enum": ["sequence", "token"]},
+    "importance_ratio": {"enum": list(IMPORTANCE_RATIOS)},
     "useful_range": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1},
                      "minItems": 2, "maxItems": 2},
     "fallback_cap": {"type": "integer", "minimum": 0},

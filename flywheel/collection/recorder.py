@@ -9,9 +9,7 @@ ran with its audit.
 """
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
@@ -32,6 +30,7 @@ from flywheel.policies.base import PolicyState, Proposal
 from flywheel.policies.protocol import ASKING_ACTIONS, ENDING_ACTIONS, TAGS, HistoryEntry, describe_action
 from flywheel.pools.cpt import cpt_cleaning_verdict
 from flywheel.rules.stops import Stop, agent_stop
+from flywheel.step_memo import NextStepMemo
 
 # A claim older than this belongs to a request or worker that died: the step may run again.
 CLAIM_TIMEOUT = timedelta(minutes=2)
@@ -128,13 +127,9 @@ def history_steps(trajectory: Trajectory) -> list[Step]:
                 .only("trajectory", "index", "cot", "executed_action", "edit", "screenshot"))
 
 
-# A phone host's trajectory is driven by one thread, one step after another: the history its next
-# step needs is what this process executed, unless another process took a step meanwhile. Per
-# trajectory, (the last index this process recorded, light copies of its executed steps); only used
-# under a host's step writer, only trusted for the very next index, dropped when an answer is added.
-KNOWN_HISTORIES = 1024
-_histories: OrderedDict[int, tuple[int, list[Step]]] = OrderedDict()
-_histories_lock = threading.Lock()
+# Per trajectory, light copies of the steps this process saw executed, up to the last step it
+# recorded (step_memo.py): only used under a host's step writer; an answer to a clarify drops it.
+_histories = NextStepMemo(1024)
 
 
 def _history_entry(step: Step) -> Step:
@@ -147,10 +142,9 @@ def known_history(step: Step) -> list[Step] | None:
     nothing); None outside a host's step writer: the caller reads."""
     if active_writer() is None:
         return None
-    with _histories_lock:
-        known = _histories.get(step.trajectory_id)
-    if known is not None and known[0] == step.index - 1:
-        return list(known[1])
+    known = _histories.before(step.trajectory_id, step.index)
+    if known is not None:
+        return list(known)
     done = history_steps(step.trajectory)
     note_history(step.trajectory_id, step.index - 1, [_history_entry(s) for s in done])
     return done
@@ -158,20 +152,15 @@ def known_history(step: Step) -> list[Step] | None:
 
 def note_history(trajectory_id: int, index: int, steps: list[Step]) -> None:
     """What this process knows: the trajectory's executed steps up to step `index`."""
-    with _histories_lock:
-        _histories[trajectory_id] = (index, steps)
-        _histories.move_to_end(trajectory_id)
-        if len(_histories) > KNOWN_HISTORIES:
-            _histories.popitem(last=False)
+    _histories.note(trajectory_id, index, steps)
 
 
 def _note_recorded(step: Step) -> None:
     """After this process recorded the step's execution (or its failure): the next index may use it."""
-    with _histories_lock:
-        known = _histories.get(step.trajectory_id)
-    if known is not None and known[0] == step.index - 1:
-        steps = [*known[1], _history_entry(step)] if step.executed_action is not None else known[1]
-        note_history(step.trajectory_id, step.index, steps)
+    known = _histories.before(step.trajectory_id, step.index)
+    if known is not None:
+        note_history(step.trajectory_id, step.index,
+                     [*known, _history_entry(step)] if step.executed_action is not None else known)
 
 
 def policy_state(trajectory: Trajectory, observation: Observation, k: int = 5,
@@ -333,8 +322,7 @@ def record_answer(step: Step, answer: str, by: str) -> None:
     step.edit = {**(step.edit or {}), "clarify_answer": answer, "by": by}
     step.edit.pop("clarify_pending", None)
     Step.objects.filter(pk=step.pk).update(edit=step.edit)
-    with _histories_lock:  # the next step's history is read again, with the answer
-        _histories.pop(step.trajectory_id, None)
+    _histories.forget(step.trajectory_id)  # the next step's history is read again, with the answer
 
 
 def _save(step: Step, fields: tuple[str, ...]) -> None:

@@ -6,6 +6,7 @@ from devices.db_pool import release_connection
 from flywheel.blobs import read_blob
 from flywheel.models import CptEntry
 from flywheel.rules.cpt_cleaning import cpt_rejection, frame_facts
+from flywheel.step_memo import NextStepMemo
 
 # Decoding a phone-sized PNG for its hash is most of a step's CPU in a collection worker (~40 ms of
 # a 1080x2400 frame). A blob's name is the hash of its bytes (flywheel/blobs.py), so the facts of a
@@ -34,18 +35,16 @@ def stored_frame_facts(name: str, png: bytes) -> tuple[str, bool]:
     return facts
 
 
-# Per trajectory, (index of the last step this process cleaned, hash of the sample accepted last up
-# to it): the next step of a trajectory driven here needs no read for its previous sample. Only
-# trusted for the very next index, so a step cleaned elsewhere meanwhile is read from the database.
-_last_accepted: OrderedDict[int, tuple[int, str]] = OrderedDict()
+# Per trajectory, the hash of the sample accepted last up to the step this process cleaned last: the
+# next step of a trajectory driven here needs no read for its previous sample.
+_last_accepted = NextStepMemo(KNOWN_FRAMES)
 
 
 def previous_sample_hash(step) -> str:
     """The hash of the trajectory's accepted sample before this step ("" if none)."""
-    with _known_lock:
-        known = _last_accepted.get(step.trajectory_id)
-    if known is not None and known[0] == step.index - 1:
-        return known[1]
+    known = _last_accepted.before(step.trajectory_id, step.index)
+    if known is not None:
+        return known
     previous = (CptEntry.objects.filter(step__trajectory_id=step.trajectory_id, step__index__lt=step.index)
                 .order_by("-step__index").values_list("phash", flat=True).first())
     release_connection()  # the decode that follows needs no connection
@@ -68,8 +67,4 @@ def cpt_cleaning_verdict(step, action: dict, screen_size: tuple[int, int]) -> tu
 
 def note_cleaned_step(trajectory_id: int, index: int, last_accepted_hash: str) -> None:
     """This process cleaned step `index` of the trajectory; its accepted sample up to there has this hash."""
-    with _known_lock:
-        _last_accepted[trajectory_id] = (index, last_accepted_hash)
-        _last_accepted.move_to_end(trajectory_id)
-        if len(_last_accepted) > KNOWN_FRAMES:
-            _last_accepted.popitem(last=False)
+    _last_accepted.note(trajectory_id, index, last_accepted_hash)
