@@ -6,7 +6,8 @@ Each kind is injected with ordinary ADB commands where Android has one (`cmd not
 `dumpsys battery`, `svc wifi/data`, `cmd connectivity airplane-mode`). Kinds Android cannot produce
 from a shell (a permission dialog out of the blue, a slow network without root, an ad) use the
 virtual farm's broadcast `am broadcast -a com.sim.ANOMALY --es kind K`; a real phone ignores that
-broadcast, and the record says `"via": "farm"` so the caller knows; WHERE_IT_WORKS says it per kind
+broadcast (no receiver answers it: injection fails there and nothing is recorded; on the farm the
+record says `"via": "farm"`); WHERE_IT_WORKS says it per kind
 (the launch form shows it). Handoff states that cannot be injected on real phones (login expiry,
 CAPTCHA, payment verification...) are not offered: the hand-back channel gathers them where they
 occur (flywheel/collection/handback.py).
@@ -88,6 +89,12 @@ def where_it_works(kind: str) -> str:
     return ANY_PHONE if via == "adb" else FARM_ONLY
 
 
+def broadcast_answered(output: str) -> bool:
+    """`am broadcast` prints the result code a receiver set: RESULT_OK (-1) from the farm's receiver;
+    0 when no receiver took it (a real phone), so a farm-only kind is never recorded as shown there."""
+    return "Broadcast completed: result=-1" in output
+
+
 def inject_anomaly(phone, kind: str, rng: random.Random | None = None, package: str | None = None) -> dict:
     """Inject one anomaly now; returns {"kind", "command", "at", "via", "package"} for the step."""
     rng = rng or random.Random()
@@ -99,6 +106,8 @@ def inject_anomaly(phone, kind: str, rng: random.Random | None = None, package: 
     code, output = phone.shell_result(command)
     if code != 0 or "Error" in output or "Exception" in output:
         raise AnomalyError(f"injecting {kind} failed ({code}): {output.strip()[-300:]}")
+    if via == "farm" and not broadcast_answered(output):
+        raise AnomalyError(f"{kind} shows only on the virtual farm: nothing on this phone answered its broadcast")
     return {"kind": kind, "command": command, "at": datetime.now(UTC).isoformat(), "via": via,
             "package": package}
 
