@@ -48,6 +48,15 @@ def artifact_directory(name: str) -> Path:
     return Path(settings.TRAINING_ROOT) / "compact" / slug
 
 
+def exported_app_labels(meta: dict) -> dict[str, str]:
+    """{package: label} from a sample's meta: a list beside `apps` (exports now), or the object older
+    snapshots wrote."""
+    labels = meta.get("app_labels") or {}
+    if isinstance(labels, list):
+        return {app: label for app, label in zip(meta.get("apps") or [], labels) if label}
+    return dict(labels)
+
+
 def featurize_snapshot(snapshot: DataSnapshot) -> tuple[dict, dict]:
     """(arrays x, offsets, target, stop (each step's terminate candidate); stats) from an SFT snapshot's data.jsonl and hierarchies/."""
     directory = Path(snapshot.directory)
@@ -75,7 +84,7 @@ def featurize_snapshot(snapshot: DataSnapshot) -> tuple[dict, dict]:
                 continue
             hierarchy = (directory / meta["hierarchy"]).read_text(encoding="utf-8", errors="replace")
             found, features = featurize(goal, history, hierarchy, screen, list(meta.get("apps") or []), package,
-                                        app_labels=dict(meta.get("app_labels") or {}))
+                                        app_labels=exported_app_labels(meta))
             index = target_index(found, action, screen)
             if index is None:
                 skip(f"no candidate for {action.get('action')}")

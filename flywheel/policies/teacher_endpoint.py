@@ -78,7 +78,8 @@ class EndpointTeacher:
             text += "\n\nDevice: " + ", ".join(f"{key}={value}" for key, value in device.items() if value)
         if avoid:
             text += ("\n\nThe agent's action at this step was wrong: " + json.dumps(avoid, ensure_ascii=False)
-                     + ". Do not repeat it; give the correct action for this screen.")
+                     + ". Do not repeat it; give the correct action for this screen. In [Reflection], say in one "
+                     "sentence why that action was wrong here.")
         else:
             text += "\n\nGive the next action that leads toward the goal from this screen."
         content = [{"type": "text", "text": text + ("\n\nThe current screenshot follows." if ctx.screenshot else

@@ -8,7 +8,9 @@
 
 A pop-up on the screen (teacher.dismissal_action) is closed first when the path's target is not
 visible under it. `correct` never answers the action that went wrong: when its best answer is that
-action, the next one is given with low confidence (and if there is none, Back, lower still).
+action, the next one is given with low confidence (and if there is none, Back, lower still). Its
+[Reflection] then says why the wrong action is not the answer (rules/error_explanation.py), unless
+it was its own first choice: then it cannot say, and the attribution's evidence explains it.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from flywheel.policies.teacher_context import (
 )
 from flywheel.policies.teacher_gem import gem_candidates
 from flywheel.policies.teacher_path import Candidate, path_candidates, visible_nodes
+from flywheel.rules.error_explanation import teacher_error_explanation
 from flywheel.screens.labels import label_of
 
 GUESS_CONFIDENCE = 0.3        # the goal's words alone: a guess, not a correction to trust
@@ -110,7 +113,12 @@ class OfflineTeacher:
         if demoted:
             confidence = min(confidence, SECOND_CHOICE_CONFIDENCE)
             rationale = f"its first choice was the action that went wrong; next best: {rationale}"
-        return TeacherAnswer(action=chosen.action, cot=self._cot(ctx, chosen), confidence=round(confidence, 3),
+        cot = self._cot(ctx, chosen)
+        if avoid:  # correcting: its [Reflection] says why the wrong action is not the answer (§3.4)
+            cot["Reflection"] = teacher_error_explanation(
+                chosen.source, avoid, _label(avoid, ctx.hierarchy_xml) or "", chosen.action,
+                chosen.label or _label(chosen.action, ctx.hierarchy_xml) or "", demoted) or cot["Reflection"]
+        return TeacherAnswer(action=chosen.action, cot=cot, confidence=round(confidence, 3),
                              source=chosen.source, rationale=rationale)
 
     def _cot(self, ctx: TeacherContext, chosen: Candidate) -> dict:

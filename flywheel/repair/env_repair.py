@@ -15,6 +15,7 @@ from django.db import transaction
 from flywheel.models import App, Repair, Step
 from flywheel.policies.protocol import AGENT_STOPS, describe_action
 from flywheel.policies.teacher import dismissal_action
+from flywheel.repair.explanations import explain_correction
 from flywheel.repair.samples import make_sample
 from flywheel.repair.screens import (
     has_screenshot,
@@ -98,9 +99,12 @@ def repair_interruption(repair: Repair) -> Repair:
     except ValueError as error:
         return to_human(repair, f"the dismissal found on step {index} is not usable: {error}")
     cot = dismissal_cot(repair, step, action)
+    explanation = explain_correction(repair, step, action, cot, by="env")
+    if explanation["text"]:  # why the step at the pop-up was wrong, from Level 1's evidence
+        cot["Reflection"] = explanation["text"]
     resume = resuming_step(repair, step, action)
     written = {"index": index, "screenshot": step.screenshot.name, "hierarchy": step.hierarchy.name,
-               "action": action, "cot": cot, "edit": {"by": "env", "synthesized": "dismissal"}}
+               "action": action, "cot": cot, "edit": {"by": "env", "synthesized": "dismissal", "explanation": explanation}}
     more = [{"index": resume.index, "screenshot": resume.screenshot.name, "hierarchy": resume.hierarchy.name,
              "action": resume.executed_action, "cot": resume.cot, "edit": {"resumed_after_popup": True}}] if resume else []
     output = {"action": action, "cot": cot, "confidence": None, "source": "dismissal",
@@ -110,6 +114,6 @@ def repair_interruption(repair: Repair) -> Repair:
         Repair.objects.filter(pk=repair.pk).update(
             teacher_output=output, step_index=index,
             correction={"action": action, "cot": cot, "by": "teacher", "synthesized": "dismissal",
-                        "resumed_step": resume.index if resume else None})
+                        "resumed_step": resume.index if resume else None, "explanation": explanation})
     repair.refresh_from_db()
     return repair

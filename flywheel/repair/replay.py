@@ -153,7 +153,8 @@ def write_step(trajectory: Trajectory, index: int, seen, result, source: Step | 
             {"clarify_answer": source.edit["clarify_answer"]} if (source.edit or {}).get("clarify_answer") else {})}
     else:
         step.cot = repair.correction.get("cot") or {}
-        step.edit = {"ecdm": "correction", "repair": repair.pk, "by": repair.correction.get("by", "")}
+        step.edit = {"ecdm": "correction", "repair": repair.pk, "by": repair.correction.get("by", ""),
+                     **({"explanation": repair.correction["explanation"]} if repair.correction.get("explanation") else {})}
         cpt_sample = recorder.clean_for_cpt(step, result.action, tuple(step.timings.get("screen") or (1080, 2400)))
     with transaction.atomic():
         step.save()

@@ -2,9 +2,10 @@
 screen size, as the ECDM's paths read them (a frame that cannot be read counts as missing)."""
 from __future__ import annotations
 
-from devices.uitree import all_nodes, parse_hierarchy
+from devices.uitree import all_nodes, node_at, parse_hierarchy
 from flywheel.blobs import read_blob
 from flywheel.models import Step
+from flywheel.screens.labels import label_of
 from flywheel.screens.page_identity import fingerprint
 
 DEFAULT_SCREEN = (1080, 2400)
@@ -67,3 +68,18 @@ def screen_heading(xml: str, package: str = "", height: int = DEFAULT_SCREEN[1])
     if band:
         return min(band, key=lambda n: (n.bounds[1], -(n.bounds[3] - n.bounds[1]))).text.strip()
     return nodes[0].text.strip() if nodes else ""
+
+
+def label_at(roots, action) -> str:
+    """What a person calls the element a pointed action hits: a clickable element's label, a
+    plain element's own text; '' for a tap between elements or an action with no point."""
+    point = action.get("point") if isinstance(action, dict) else None
+    if not isinstance(point, (list, tuple)) or len(point) != 2:
+        return ""
+    try:
+        node = node_at(roots, int(point[0]), int(point[1]))
+    except (TypeError, ValueError):
+        return ""
+    if node is None:
+        return ""
+    return (label_of(node) if node.clickable or node.long_clickable else (node.text or node.desc)).strip()[:60]

@@ -26,6 +26,7 @@ from flywheel import jobs
 from flywheel.models import Repair, Step
 from flywheel.policies.protocol import describe_action
 from flywheel.policies.teacher import context_for_step, teacher_for
+from flywheel.repair.explanations import explain_correction
 from flywheel.repair.replay import replay_and_continue as replay_prefix
 from flywheel.repair.samples import clean_cot, make_sample
 from flywheel.repair.screens import (
@@ -153,7 +154,10 @@ def correct_step(repair: Repair) -> Repair:
 def apply_correction(repair: Repair, action: dict, cot: dict, by: str, user=None) -> Repair:
     """Write the corrected step N on its frozen screen: the sample (prefix + correction) enters the
     SFT pool as `ecdm_repaired`, the repair is done, and the replay on a phone is queued after
-    commit. ValueError (clear message) for a bad action or a repair that is not open."""
+    commit. The corrected step's [Reflection] says why the original was wrong (explanations.py: a
+    person's reason, the Teacher's, else the attribution's evidence); the structured explanation is
+    kept on the correction and the sample's step. ValueError (clear message) for a bad action or a
+    repair that is not open."""
     if by not in ("teacher", "human"):
         raise ValueError("a correction is written by the teacher or a human")
     index = repair.step_index
@@ -166,6 +170,9 @@ def apply_correction(repair: Repair, action: dict, cot: dict, by: str, user=None
     cot = clean_cot(cot)
     if not cot["Decision"]:
         cot["Decision"] = describe_action(action, decision_label(action, step))
+    # Why step N was wrong (Xiaomi-GUI-0 §3.4): the sample learns it in its [Reflection].
+    explanation = explain_correction(repair, step, action, cot, by)
+    cot["Reflection"] = explanation["text"]
     replay = replay_plan(repair)
     with transaction.atomic():
         locked = Repair.objects.select_for_update().get(pk=repair.pk)
@@ -173,8 +180,8 @@ def apply_correction(repair: Repair, action: dict, cot: dict, by: str, user=None
             raise ValueError(f"this repair is {locked.get_status_display().lower()} already")
         make_sample(repair.trajectory, locked, keep_until=index,
                     final_step={"index": index, "screenshot": step.screenshot.name, "hierarchy": step.hierarchy.name,
-                                "action": action, "cot": cot, "edit": {"by": by}})
-        correction = {"action": action, "cot": cot, "by": by}
+                                "action": action, "cot": cot, "edit": {"by": by, "explanation": explanation}})
+        correction = {"action": action, "cot": cot, "by": by, "explanation": explanation}
         Repair.objects.filter(pk=repair.pk).update(
             correction=correction, repaired_by=user, claimed_by=None, claimed_until=None, replay=replay)
         history.record(locked, {"correction": (json.dumps(locked.correction, sort_keys=True),

@@ -15,10 +15,11 @@ from devices.actions import to_pixels
 from devices.observation import Observation
 from flywheel.blobs import store_blob
 from flywheel.collection.recorder import policy_state
-from flywheel.models import CptEntry, Query, RlQueryEntry, SftEntry, Step, Trajectory
+from flywheel.models import App, CptEntry, Query, RlQueryEntry, SftEntry, Step, Trajectory
 from flywheel.policies.endpoint import EndpointPolicy
 from flywheel.policies.protocol import HistoryEntry, build_messages, format_output, parse_output, system_prompt
 from flywheel.repair.samples import make_sample
+from flywheel.repair.step_correction import apply_correction
 from tests.flywheel.repair.stored import repair_for, slipped_trajectory
 from training.exports.chat import target_action
 from training.models import DataSnapshot
@@ -125,8 +126,10 @@ def test_an_sft_snapshot_follows_the_protocol_and_loads_with_datasets():
         # the compact policy's inputs too: the step's UI dump (none stored here), the screen, the query's apps
         assert row["meta"] == {"trajectory": trajectory.pk, "step": step.index, "source": "htsc_true",
                                     "pool_row": entry.pk, "query": trajectory.query_id, "apps": [],
-                                    "app_labels": {}, "hierarchy": "", "screen": [width, height],
-                                    "step_source": "policy"}
+                                    "app_labels": [], "hierarchy": "", "screen": [width, height],
+                                    "step_source": "policy", "error_explanation": {
+                                        "text": "", "source": "", "error_class": "", "level": 0,
+                                        "original_action": ""}}
     last = rows[2]
     # the masked step's text stays in the history of the step after it; the last K=2 frames, oldest first
     history = [HistoryEntry(cot=s.cot, action=s.executed_action) for s in steps[:3]]
@@ -192,6 +195,53 @@ def test_an_ecdm_repaired_entry_exports_the_repaired_sample():
     assert json.dumps(target_action(fixed, frame)) in rows[0]["messages"][2]["content"]
 
 
+def test_a_repaired_steps_error_explanation_is_exported_in_reflection_and_meta(settings):
+    """Xiaomi-GUI-0 §3.4: why the original step was wrong is in the assistant's [Reflection], and the
+    structured explanation (the original action in the target's unit, the error class) in the meta."""
+    settings.ECDM_REPLAY = False
+    original = slipped_trajectory()
+    wrong = original.steps.get(index=1).executed_action
+    repair = apply_correction(repair_for(original, step_index=1), {"action": "click", "point": [540, 590]},
+                              {"Observation": "Settings lists Bluetooth.", "Plan": "Open Bluetooth",
+                               "Decision": "Tap \"Bluetooth\""}, by="teacher")
+    reflection = ('Tap "Display" is the wrong step here: it misreads the "Settings" screen, where the task needs '
+                  '"Bluetooth". Tap "Bluetooth" instead.')
+    assert repair.correction["explanation"]["text"] == reflection
+    snapshot = create_snapshot("sft", {"sources": {"*": 0, "ecdm_repaired": 1}})
+    assert snapshot.status == "ready", snapshot.error
+    assert [row["meta"]["step"] for row in load_chat(snapshot)] == [1]   # loads with the consumers' loader
+    [line] = [json.loads(text) for text in (Path(snapshot.directory) / "data.jsonl").read_text().splitlines()]
+    assert f"[Reflection] {reflection}\n" in line["messages"][2]["content"]
+    frame = (Path(snapshot.directory) / line["images"][-1]).read_bytes()
+    assert line["meta"]["error_explanation"] == {
+        "text": reflection, "source": "evidence", "error_class": "perception_drift", "level": 3,
+        "original_action": json.dumps(target_action(wrong, frame))}
+    assert json.loads(line["meta"]["error_explanation"]["original_action"])["coords"] == "thousandths"
+
+
+def test_a_large_export_loads_when_later_lines_name_other_apps_and_explain_a_correction(settings):
+    """The HF json loader fixes a file's columns and types from its first chunk (10 MB): lines after it —
+    other apps' labels, an ECDM correction's explanation — must add no key and change no type."""
+    settings.ECDM_REPLAY = False
+    for package, label in (("com.sim.shop", "ShopMart"), ("com.sim.chat", "Chat")):
+        query = Query.objects.create(key=f"open-{package}", text=f"Open {label}", tier="L1",
+                                     verification=VERIFICATION)
+        query.set_apps([App.objects.create(package=package, label=label)])
+        sft(make_trajectory(query, n_steps=2, line="schema"))
+    original = slipped_trajectory()
+    apply_correction(repair_for(original, step_index=1), {"action": "click", "point": [540, 590]},
+                     {"Observation": "Settings lists Bluetooth.", "Plan": "Open Bluetooth",
+                      "Decision": "Tap \"Bluetooth\""}, by="teacher")
+    snapshot = create_snapshot("sft", {})
+    assert snapshot.status == "ready", snapshot.error
+    lines = [json.loads(text) for text in (Path(snapshot.directory) / "data.jsonl").read_text().splitlines()]
+    assert len({tuple(line["meta"]) for line in lines}) == 1  # every line the same meta keys
+    assert lines[-1]["meta"]["error_explanation"]["text"] and not lines[0]["meta"]["error_explanation"]["text"]
+    chunked = datasets.load_dataset("json", data_files=str(Path(snapshot.directory) / "data.jsonl"), split="train",
+                                    chunksize=1024, cache_dir=str(Path(snapshot.directory).parent / ".hf-chunked"))
+    assert len(chunked) == len(lines) and chunked[-1]["meta"]["error_explanation"]["level"] == 3
+
+
 def test_the_mixture_ratios_decide_how_many_rows_of_each_source_export():
     for intake, count in (("htsc_true", 2), ("ecdm_repaired", 4), ("semi_auto_verified", 1), ("adjudicated", 1)):
         for _ in range(count):
@@ -223,7 +273,7 @@ def test_the_same_rows_and_config_give_the_same_hash_and_tampering_is_found():
     manifest = json.loads((Path(first.directory) / "manifest.json").read_text())
     assert manifest["content_hash"] == first.content_hash and manifest["protocol"] == {"k": 2}
     assert manifest["config"] == {"sources": {}, "k": 2, "seed": 0, "limit": None, "counterfactual_queries": True,
-                                  "success_judge": None}
+                                  "success_judge": None, "corpora": {}}
     image = next(iter(manifest["images"]))
     (Path(first.directory) / image).write_bytes(frame("tampered"))
     problems = verify_snapshot(first)

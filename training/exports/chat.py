@@ -16,6 +16,7 @@ export cannot drift from the live prompt.
 from __future__ import annotations
 
 import io
+import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -165,9 +166,32 @@ def build_sample(goal: str, earlier: list, step, k: int, frames: FrameCache, met
         ],
         "images": [path for path, _ in shown],
         "meta": {"trajectory": step.trajectory_id, "step": step.index, **meta,
-                 "hierarchy": hierarchy_path, "screen": [width, height], "step_source": step_source(step)},
+                 "hierarchy": hierarchy_path, "screen": [width, height], "step_source": step_source(step),
+                 **explanation_meta(step, chosen[-1][1])},
     }
     return ChatSample(record=record, images=dict(shown), files={hierarchy_path: hierarchy} if hierarchy_path else {})
+
+
+def explanation_meta(step, png: bytes) -> dict:
+    """An ECDM-corrected step's error explanation (flywheel/repair/explanations.py), beside the
+    [Reflection] the assistant's output already says: the original action (the protocol's JSON, in the
+    target's unit), its error class and level, and who wrote the explanation. Every sample carries the
+    key with the same field types (empty for any other step): the HF json loader fixes the columns and
+    their types from a file's first 10 MB and refuses a later line that adds a key or changes a type."""
+    explanation = (step.edit or {}).get("explanation")
+    if not isinstance(explanation, dict):
+        return {"error_explanation": dict(NO_EXPLANATION)}
+    original = explanation.get("original_action")
+    level = explanation.get("level")
+    return {"error_explanation": {
+        "text": str(explanation.get("text") or ""), "source": str(explanation.get("source") or ""),
+        "error_class": str(explanation.get("error_class") or ""),
+        "level": level if isinstance(level, int) and not isinstance(level, bool) else 0,
+        "original_action": json.dumps(target_action(original, png), ensure_ascii=False)
+        if isinstance(original, dict) else ""}}
+
+
+NO_EXPLANATION = {"text": "", "source": "", "error_class": "", "level": 0, "original_action": ""}
 
 
 def step_source(step) -> str:

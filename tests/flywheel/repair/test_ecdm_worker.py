@@ -43,12 +43,17 @@ def test_a_false_trajectory_becomes_a_repaired_sample_and_a_replayed_continuatio
     assert (sample.line, sample.derived_from_id, sample.verdict) == ("ecdm", original.pk, "true")
     assert SftEntry.objects.filter(trajectory=sample, intake="ecdm_repaired", repair=repair).exists()
     assert [s.index for s in sample.steps.order_by("index")] == [0, 1]
+    # why step 1 was wrong: the offline Teacher's own reason, in the corrected step's [Reflection]
+    explanation = repair.correction["explanation"]
+    assert explanation["source"] == "teacher" and explanation["error_class"] == attribution.cause
+    assert sample.steps.get(index=1).cot["Reflection"] == explanation["text"] != ""
 
     replay = wait_for(lambda: (Repair.objects.get(pk=repair.pk).replay or {}).get("status") in (
         "replayed", "failed", "skipped") and Repair.objects.get(pk=repair.pk).replay, "the replay")
     assert replay["status"] == "replayed", replay
     continuation = Trajectory.objects.get(pk=replay["trajectory"])
     assert continuation.derived_from_id == original.pk and continuation.verdict == "true"
+    assert continuation.steps.get(index=1).edit["explanation"] == explanation   # the replayed correction keeps it
     # the continuation is an ECDM trajectory: the ECDM never attributes or repairs it again
     assert not continuation.attributions.exists() and not continuation.repairs.exists()
 
