@@ -14,6 +14,7 @@ import jsonschema
 
 from training.config_paths import config_path_problems
 from training.rules.objective import IMPORTANCE_RATIOS
+from training.rules.rewards import MAJORITY, REWARD_MODEL, STEP_REWARD_SOURCES
 
 # How the trainer runs, not what it computes (training/trainer/efficiency.py, issue #37).
 SPEED = {"attention": "auto", "gradient_checkpointing": False, "loader_workers": 2, "prefetch": 2, "vision_cache": True,
@@ -27,7 +28,7 @@ DEFAULTS = {
            "freeze_projector": True, "save_every": 50, "seed": 0, "image_max_pixels": 200704,
            "queries_per_iteration": 8, "group_size": 8, "max_rollout_steps": 20, "screenshots_k": 5,
            "lambda": 1.0, "advantage": "grpo", "clip_epsilon": 0.2, "kl_coef": 0.04, "ppo_epochs": 1,
-           "importance_ratio": "sequence",
+           "importance_ratio": "sequence", "step_reward_source": MAJORITY, "batching": "trajectory",
            "judge_passes": 5, "useful_range": [0.0, 1.0], "fallback_cap": 2, "pi_old_tolerance": 0.05,
            "curriculum": {"progress": None, "iterations": 10, "temperature": 0.25}, **SPEED},
 }
@@ -84,6 +85,10 @@ _RL_PROPERTIES = {
     "kl_coef": {"type": "number", "minimum": 0}, "ppo_epochs": _COUNT, "judge_passes": _COUNT,
     # Eq. 6's ratio per response (GSPO) or per token (GRPO): training/rules/objective.step_term.
     "importance_ratio": {"enum": list(IMPORTANCE_RATIOS)},
+    # Where the step rewards come from: eq. 4's majority or Xiaomi-GUI-0 §4.3's cascade (training/step_judge.py).
+    "step_reward_source": {"enum": list(STEP_REWARD_SOURCES)},
+    # The update's micro-batches: a trajectory's turns in order, or turns across trajectories (Xiaomi-GUI-0 §4.4).
+    "batching": {"enum": ["trajectory", "turn"]},   # the trainer's own copy: training/trainer/turns.BATCHINGS
     "useful_range": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1},
                      "minItems": 2, "maxItems": 2},
     "fallback_cap": {"type": "integer", "minimum": 0},
@@ -124,6 +129,9 @@ def validate_config(stage: str, raw) -> dict:
     misplaced = [key for key in unknown if key in _MODEL["properties"]]
     if misplaced:  # {"tiny": {}} at the top: it names the model, so it goes under "model"
         raise ConfigError(f"{misplaced[0]!r} names the model and goes under \"model\": {MODEL_EXAMPLE}")
+    if stage == "rl" and raw.get("step_reward_source") == REWARD_MODEL:   # named in the issue; not built yet
+        raise ConfigError(f"step_reward_source: a step-level reward model is not available yet; one of "
+                          f"{', '.join(STEP_REWARD_SOURCES)}")
     if unknown:
         known = ", ".join(sorted(schema(stage)["properties"]))
         raise ConfigError(f"unknown configuration key {unknown[0]!r} for a {stage} run (known keys: {known})")

@@ -6,11 +6,16 @@ only rollouts with a True/False verdict are scored (Env_ERROR measures the phone
 one waits for a person). Each rollout is judged (training/step_judge.py: eq. 3 and eq. 4, majority
 over passes); a group without a success borrows earlier successes of the same query up to a cap,
 a group outside the useful success range is dropped (§3.3.3, training/rules/groups.py); advantages
-are eq. 5 (grpo) or GiGPO's anchor-state ones (gigpo). One row per policy step goes to
+are eq. 5 (grpo) or GiGPO's anchor-state ones (gigpo). The step rewards come from the run's
+"step_reward_source": eq. 4's majority (default) or Xiaomi-GUI-0's cascade reward (training/step_judge.py);
+every row names it. One row per policy step (a turn) goes to
 rollouts.jsonl in the protocol's chat format, built by the same code as the SFT exports
 (training/exports/chat.py build_sample): system prompt, goal alone, the full text history, the last
 K screenshots as images/<sha256>.png. A step whose server returned token log-probabilities carries
-them ("sampled": temperature, top_p, top_k, tokens, logprobs) for the trainer's π_old check.
+them ("sampled": temperature, top_p, top_k, tokens, logprobs) for the trainer's π_old check. A row
+keeps its trajectory id and turn index and carries its trajectory's own advantage (eq. 5's first term,
+the group-normalised R) beside its step's, so that a trainer batching by turn (Xiaomi-GUI-0 §4.4)
+can check that every turn of a trajectory inherited the same one.
 
 Read-only over the database: the pools already took every rollout back when the run's groups were
 metabolised (flywheel/pools/rl.py); nothing here writes a row.
@@ -30,10 +35,17 @@ from flywheel.collection.engine import CollectionConfig
 from flywheel.models import Line, Outcome, Trajectory
 from flywheel.policies.protocol import DEFAULT_K
 from training.exports.chat import FrameCache, SkippedSample, build_sample
-from training.rules.advantages import ADVANTAGES, group_advantages
+from training.policy_outputs import raw_output
+from training.rules.advantages import ADVANTAGES, group_advantages, normalized
 from training.rules.groups import fallback_successes, success_rate, useful_group
-from training.rules.rewards import ALPHA, DEFAULT_PASSES
-from training.step_judge import USE_CONFIGURED, judge_trajectory, query_conditions, resolve_judge
+from training.rules.rewards import ALPHA, CASCADE, DEFAULT_PASSES, MAJORITY
+from training.step_judge import (
+    USE_CONFIGURED,
+    check_step_reward_source,
+    judge_trajectory,
+    query_conditions,
+    resolve_judge,
+)
 
 ROLLOUTS_FILE = "rollouts.jsonl"
 SCORED = (Outcome.TRUE, Outcome.FALSE)
@@ -47,6 +59,7 @@ class Group:
     members: list = field(default_factory=list)     # [Judgement], the group as trained on (kept groups)
     borrowed: set = field(default_factory=set)      # trajectory ids taken from earlier runs
     advantages: list = field(default_factory=list)  # per member, per sample
+    trajectory_advantages: list = field(default_factory=list)  # per member: eq. 5's first term
     dropped: str = ""                               # why the group is not used, "" when kept
 
 
@@ -93,7 +106,8 @@ def scored_rollouts(rollouts: list[Trajectory], left_out: Counter) -> list[Traje
 
 def judged_groups(run, lam: float = 1.0, advantage: str = "grpo", passes: int = DEFAULT_PASSES,
                   useful: tuple[float, float] = (0.0, 1.0), fallback_cap: int = 1, alpha: float = ALPHA,
-                  gamma: float = 0.95, judge=USE_CONFIGURED) -> tuple[list[Group], Counter]:
+                  gamma: float = 0.95, judge=USE_CONFIGURED,
+                  step_reward_source: str = MAJORITY) -> tuple[list[Group], Counter]:
     """Every group of the run filtered, judged and given advantages; and what was left out, and why.
 
     Usefulness is read from the verdicts before any judging, so a dropped group costs no judge call.
@@ -102,6 +116,7 @@ def judged_groups(run, lam: float = 1.0, advantage: str = "grpo", passes: int = 
         raise ValueError(f"{run} is not an RL run (line {run.line!r})")
     if advantage not in ADVANTAGES:
         raise ValueError(f"unknown advantage {advantage!r}: one of {', '.join(ADVANTAGES)}")
+    check_step_reward_source(step_reward_source)
     low, high = useful
     version = resolve_judge(judge)
     left_out: Counter = Counter()
@@ -117,11 +132,13 @@ def judged_groups(run, lam: float = 1.0, advantage: str = "grpo", passes: int = 
         group.dropped = _why_dropped([t.verdict == Outcome.TRUE for t in members], low, high)
         if not group.dropped:
             conditions = query_conditions(query, version)
-            group.members = [judge_trajectory(t, passes=passes, judge=version, alpha=alpha, conditions=conditions)
-                             for t in members]
+            group.members = [judge_trajectory(t, passes=passes, judge=version, alpha=alpha, conditions=conditions,
+                                              step_reward_source=step_reward_source) for t in members]
             group.advantages = group_advantages(
                 advantage, [j.reward for j in group.members], [j.step_rewards for j in group.members],
                 anchors=[j.anchors for j in group.members], lam=lam, gamma=gamma)
+            # the episode term both advantages share (eq. 5's first, GiGPO's A^E): what each turn inherits
+            group.trajectory_advantages = normalized([j.reward for j in group.members])
         groups.append(group)
     return groups, left_out
 
@@ -155,16 +172,22 @@ def group_samples(group: Group, k: int, frames: FrameCache):
         executed = []
         for t, step in enumerate(member.samples):
             attempted = step
-            if step.executed_action is None:  # blocked: the proposal is what the policy emitted
+            if step.executed_action is None:  # blocked or failed: the proposal is what the policy emitted
                 attempted = copy.copy(step)
-                attempted.executed_action = step.proposed_action
+                # output that did not parse (cascade): built around a stand-in action, then its raw text
+                attempted.executed_action = step.proposed_action or UNPARSED_STAND_IN
             try:
                 sample = build_sample(group.goal, executed, attempted, k, frames, meta={})
+                if step.executed_action is None and step.proposed_action is None:
+                    sample.record["messages"][2]["content"] = raw_output(step)
                 yield number, t, sample.record, sample.images
             except SkippedSample as problem:
                 yield number, t, problem, {}
             if step.executed_action is not None:
                 executed.append(step)
+
+
+UNPARSED_STAND_IN = {"action": "wait"}
 
 
 def _write_images(images: dict, out_dir: Path) -> None:
@@ -196,7 +219,11 @@ def _rows(groups: list[Group], k: int, out_dir: Path, stats: Counter) -> list[di
                 "reward": member.reward, "step_reward": member.step_rewards[t], "turn": t,
                 "anchor": member.anchors[t], "success": member.success,
                 "fallback": member.trajectory in group.borrowed,
+                "trajectory_advantage": group.trajectory_advantages[number],
+                "step_reward_source": member.step_reward_source,
             })
+            if member.step_reward_source == CASCADE:   # which level the step failed first ("" passed)
+                written[-1]["failed_level"] = member.failed_levels[t]
             if (member.samples[t].sampled or {}).get("logprobs"):
                 # The policy's own tokens and log-probs as it sampled: the trainer checks its π_old against them.
                 written[-1]["sampled"] = member.samples[t].sampled
@@ -208,7 +235,7 @@ def _rows(groups: list[Group], k: int, out_dir: Path, stats: Counter) -> list[di
 
 
 def summary(groups: list[Group], left_out: Counter, rows: list[dict], stats: Counter, advantage: str,
-            passes: int) -> dict:
+            passes: int, step_reward_source: str = MAJORITY) -> dict:
     kept = [g for g in groups if not g.dropped]
     rewards = [j.reward for g in kept for j in g.members]
     judges = sorted({j.judge for g in groups for j in g.members if j.judge})
@@ -221,20 +248,25 @@ def summary(groups: list[Group], left_out: Counter, rows: list[dict], stats: Cou
         "rows": len(rows), "skipped_samples": stats["skipped samples"],
         "mean_reward": round(math.fsum(rewards) / len(rewards), 6) if rewards else None,
         "advantage": advantage, "passes": passes, "judge": ", ".join(judges) or "rules",
+        "step_reward_source": step_reward_source,
+        **({"cascade_failures": dict(Counter(row["failed_level"] for row in rows if row["failed_level"]))}
+           if step_reward_source == CASCADE else {}),
     }
 
 
 def rollout_rows(run, out_dir, lam: float = 1.0, advantage: str = "grpo", passes: int = DEFAULT_PASSES,
                  useful: tuple[float, float] = (0.0, 1.0), fallback_cap: int = 1, alpha: float = ALPHA,
-                 gamma: float = 0.95, k: int | None = None, judge=USE_CONFIGURED) -> tuple[list[dict], dict]:
+                 gamma: float = 0.95, k: int | None = None, judge=USE_CONFIGURED,
+                 step_reward_source: str = MAJORITY) -> tuple[list[dict], dict]:
     """The rollouts.jsonl rows of an RL run (their screenshots written to out_dir/images/) and the stats."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     groups, left_out = judged_groups(run, lam=lam, advantage=advantage, passes=passes, useful=useful,
-                                     fallback_cap=fallback_cap, alpha=alpha, gamma=gamma, judge=judge)
+                                     fallback_cap=fallback_cap, alpha=alpha, gamma=gamma, judge=judge,
+                                     step_reward_source=step_reward_source)
     stats: Counter = Counter()
     rows = _rows(groups, screenshot_window(run, k), out_dir, stats)
-    return rows, summary(groups, left_out, rows, stats, advantage, passes)
+    return rows, summary(groups, left_out, rows, stats, advantage, passes, step_reward_source)
 
 
 def _write_jsonl(rows: list[dict], path: Path) -> None:
@@ -245,17 +277,20 @@ def _write_jsonl(rows: list[dict], path: Path) -> None:
 
 def build_rollouts(run, out_dir, lam: float = 1.0, advantage: str = "grpo", passes: int = DEFAULT_PASSES,
                    useful: tuple[float, float] = (0.0, 1.0), fallback_cap: int = 1, alpha: float = ALPHA,
-                   gamma: float = 0.95, k: int | None = None, judge=USE_CONFIGURED) -> dict:
+                   gamma: float = 0.95, k: int | None = None, judge=USE_CONFIGURED,
+                   step_reward_source: str = MAJORITY) -> dict:
     """Write out_dir/rollouts.jsonl (and images/) for an RL run; the stats of what went in and why.
 
     lam: λ of eq. 5 (ω for gigpo); advantage: "grpo" | "gigpo"; passes: judge passes per rollout;
     useful: the success-rate range [low, high] a group must lie in; fallback_cap: at most this many
     earlier successes replace failures of a group without one; alpha: eq. 3's α; gamma: GiGPO's
     discount; k: screenshots per prompt (default: as collected); judge: an endpoint ModelVersion,
-    None for the rules alone, default the configured judge.
+    None for the rules alone, default the configured judge; step_reward_source: "majority" (eq. 4)
+    or "cascade" (Xiaomi-GUI-0 §4.3).
     """
     rows, stats = rollout_rows(run, out_dir, lam=lam, advantage=advantage, passes=passes, useful=useful,
-                               fallback_cap=fallback_cap, alpha=alpha, gamma=gamma, k=k, judge=judge)
+                               fallback_cap=fallback_cap, alpha=alpha, gamma=gamma, k=k, judge=judge,
+                               step_reward_source=step_reward_source)
     _write_jsonl(rows, Path(out_dir) / ROLLOUTS_FILE)
     return stats
 
@@ -279,7 +314,7 @@ def verl_row(row: dict) -> dict:
         "reward_score": float(row["reward"]), "num_turns": 2, "is_success": row["success"],
         "anchor_obs": row["anchor"], "active_masks": True,
         "extra_fields": {"advantage": float(row["advantage"]), "group_size": row["group_size"],
-                         "fallback": row["fallback"],
+                         "fallback": row["fallback"], "step_reward_source": row.get("step_reward_source", MAJORITY),
                          # verl's name for the sampler's per-token log-probs of the response
                          "rollout_log_probs": (row.get("sampled") or {}).get("logprobs"),
                          "sampling_temperature": (row.get("sampled") or {}).get("temperature")},

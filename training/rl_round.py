@@ -17,6 +17,7 @@ from flywheel.models import CollectionRun, Line, RlQueryEntry, RlRollout, Trajec
 from flywheel.rules.stops import StopKind
 from training.models import TrainingRun
 from training.rules.curriculum import sample_queries, sampling_weights, smoothed_success_rate
+from training.rules.rewards import MAJORITY
 from training.runs import RunError
 from training.supervisor import cancel_requested, set_phase
 
@@ -138,7 +139,9 @@ def poll_rollouts(run: TrainingRun, run_dir: Path) -> tuple[str, Path | None]:
     config = run.config
     stats = build_rollouts(collection, run_dir / "rollouts", lam=float(config["lambda"]),
                            advantage=config["advantage"], passes=int(config["judge_passes"]),
-                           useful=tuple(config["useful_range"]), fallback_cap=int(config["fallback_cap"]))
+                           useful=tuple(config["useful_range"]), fallback_cap=int(config["fallback_cap"]),
+                           # a run configured before the key existed keeps eq. 4's majority
+                           step_reward_source=config.get("step_reward_source", MAJORITY))
     set_phase(run, "update", rl_run=collection.pk, rollouts=stats, waiting=False)
     if not stats.get("rows"):
         set_phase(run, "update", rl_run=collection.pk, rollouts=stats, waiting=False, no_signal=NO_USEFUL_GROUP)

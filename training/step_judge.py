@@ -18,6 +18,15 @@ ratings (training/rules/rewards.py step_reward). Each pass sees the frame after 
 (the latest RATED_FRAMES) as image parts; a frame the store lost leaves every pass to the rules,
 and a pass that rates blank frames the same way is discarded (the judge did not look). Without a judge every pass is the deterministic
 rule, so the passes agree; they still go through the same majority. Reads only: nothing is written.
+
+The step rewards' source (the run config's "step_reward_source"): "majority" is the above; "cascade"
+is Xiaomi-GUI-0 §4.3's cascade reward (training/rules/rewards.py cascade_reward) over the same facts
+reduced to levels — parse, execution, rules, judge — with the judge asked only about the steps whose
+rules passed, and the same majority over passes. The cascade also rewards what the policy answered but
+never ran: a last step whose output did not parse (the trajectory stopped on POLICY_ERROR; its raw
+text is what is trained on) or whose action the executor could not carry out (ACTION_FAILED). Eq. 3's
+T counts the policy's actions either way, so the trajectory reward does not depend on the source. A
+third source, a step-level reward model, plugs in at `judge_trajectory`'s source dispatch.
 """
 from __future__ import annotations
 
@@ -33,11 +42,23 @@ from flywheel.judging.pipeline import trajectory_view
 from flywheel.judging.system_b import milestone_progress
 from flywheel.policies.protocol import AGENT_STOPS
 from flywheel.rules.repetition import same_action
+from training.policy_outputs import ended_on_output
 from training.rules.rewards import (
     ALPHA,
+    CASCADE,
+    CASCADE_FAILURE,
     DEFAULT_PASSES,
+    JUDGE,
+    MAJORITY,
+    REWARD_MODEL,
+    STEP_REWARD_SOURCES,
     StepFacts,
     atomic_conditions_hold,
+    cascade_failure,
+    cascade_levels,
+    cascade_reward,
+    judge_asked,
+    majority_cascade_rewards,
     majority_step_rewards,
     step_reward,
     trajectory_reward,
@@ -67,6 +88,8 @@ class Judgement:
     passes: int = DEFAULT_PASSES
     judge: str = ""                  # the LLM judge's name, "" for the rules
     notes: list = field(default_factory=list)
+    step_reward_source: str = MAJORITY                  # majority (eq. 4) | cascade
+    failed_levels: list = field(default_factory=list)  # cascade: the level each sample failed first, "" passed
 
     @property
     def steps(self) -> int:
@@ -86,16 +109,25 @@ def anchor_key(hierarchy_xml: str, fallback: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def policy_steps(trajectory) -> list:
+def policy_steps(trajectory, steps=None) -> list:
     """The steps where the policy emitted an action: executed, or blocked by the audit (with the
-    proposal it made). Observation-only steps (a policy error) carry no action and no sample."""
+    proposal it made). Observation-only steps (a policy error) carry no action and no sample.
+    `steps`: the trajectory's steps in order, when the caller has read them."""
     chosen = []
-    for step in trajectory.steps.order_by("index"):
+    for step in (steps if steps is not None else trajectory.steps.order_by("index")):
         if step.executed_action is not None:
             chosen.append(step)
         elif (step.audit or {}).get("blocked") and step.proposed_action:
             chosen.append(step)
     return chosen
+
+
+def check_step_reward_source(source: str) -> None:
+    if source == REWARD_MODEL:
+        raise ValueError("the step-level reward model (ClawGUI §3.2) is not available as a step reward source "
+                         f"yet: use one of {', '.join(STEP_REWARD_SOURCES)}")
+    if source not in STEP_REWARD_SOURCES:
+        raise ValueError(f"unknown step reward source {source!r}: one of {', '.join(STEP_REWARD_SOURCES)}")
 
 
 def _is_blocked(step) -> bool:
@@ -248,15 +280,20 @@ def resolve_judge(judge=USE_CONFIGURED):
 
 
 def judge_trajectory(trajectory, passes: int = DEFAULT_PASSES, judge=USE_CONFIGURED,
-                     alpha: float = ALPHA, conditions: Conditions | None = None) -> Judgement:
-    """Eq. 3's reward and eq. 4's step rewards of one finished rollout (its verdict decided).
-    `conditions`: the query's, when the caller judges a whole group (query_conditions)."""
+                     alpha: float = ALPHA, conditions: Conditions | None = None,
+                     step_reward_source: str = MAJORITY) -> Judgement:
+    """Eq. 3's reward and the step rewards (eq. 4's majority, or the cascade) of one finished rollout
+    (its verdict decided). `conditions`: the query's, when the caller judges a whole group
+    (query_conditions)."""
     if passes < 1:
         raise ValueError(f"passes must be at least 1, not {passes}")
+    check_step_reward_source(step_reward_source)
     version = resolve_judge(judge)
     view = trajectory_view(trajectory)
     steps = list(trajectory.steps.order_by("index"))
-    samples = policy_steps(trajectory)
+    actions = policy_steps(trajectory, steps)
+    ended = ended_on_output(trajectory, steps) if step_reward_source == CASCADE else None
+    samples = actions + ([ended] if ended is not None else [])
     success = trajectory.verdict == "true"
     conditions = conditions if conditions is not None else query_conditions(trajectory.query, version)
     notes, source, milestones = list(conditions.notes), conditions.source, conditions.milestones
@@ -276,27 +313,65 @@ def judge_trajectory(trajectory, passes: int = DEFAULT_PASSES, judge=USE_CONFIGU
              "at_step": _responsible_index(steps, hit), "held": hit is not None}
             for m, hit in zip(milestones, reached)]
     position = {step.pk: i for i, step in enumerate(steps)}
-    rated, judge_name, frames = [], "", []
-    if version is not None and samples:
-        try:
-            frames = [(rated_index, frame.png) for rated_index, frame in rating_frames(view, samples)]
-        except FrameMissing as missing:   # the judge is not asked without the frames it rates
-            notes.append(f"the judge was not asked: {missing}; the rules rated every pass")
-            version = None
-    for number in range(passes):
-        ratings = {}
-        if version is not None and samples:
-            judge_name = version.name
-            ratings, note = judged_pass(version, view, samples, held, number, frames)
-            if note:
-                notes.append(f"pass {number + 1}: {note}")
-        rated.append([step_reward(f, ratings.get(s.index)) for f, s in zip(facts, samples)])
-    rewards = majority_step_rewards(rated) if samples else []
+    failed_levels = []
+    if step_reward_source == CASCADE:
+        rewards, failed_levels, judge_name = cascade_step_rewards(version, view, samples, facts, ended, held,
+                                                                  passes, notes)
+    else:   # MAJORITY; a step-level reward model (REWARD_MODEL) becomes a branch of its own here
+        ratings, judge_name = judge_passes(version, view, samples, held, passes, notes)
+        rewards = majority_step_rewards([[step_reward(f, rated.get(s.index)) for f, s in zip(facts, samples)]
+                                         for rated in ratings]) if samples else []
     return Judgement(
         trajectory=trajectory.pk, success=success, n_nec=n_nec, n_done=n_done,
-        reward=trajectory_reward(n_done, n_nec, len(samples), alpha), samples=samples,
+        reward=trajectory_reward(n_done, n_nec, len(actions), alpha), samples=samples,
         step_rewards=rewards, anchors=[keys[position[s.pk]] for s in samples],
-        conditions=held, source=source, passes=passes, judge=judge_name, notes=notes)
+        conditions=held, source=source, passes=passes, judge=judge_name, notes=notes,
+        step_reward_source=step_reward_source, failed_levels=failed_levels)
+
+
+def cascade_step_rewards(version, view, samples: list, facts: list, ended, held: list, passes: int,
+                         notes: list) -> tuple[list[float], list[str], str]:
+    """Xiaomi-GUI-0 §4.3 over the samples: (the majority cascade reward of each, the level each failed
+    first, the judge's name). `ended`: the sample the policy answered but nothing ran (ended_on_output);
+    the judge rates only the samples whose earlier levels passed and that no measured progress decides."""
+    parsed = [not (s is ended and ended.proposed_action is None) for s in samples]
+    failed = [s is ended and ended.proposed_action is not None for s in samples]
+    levels = [(f, ok, bad) for f, ok, bad in zip(facts, parsed, failed)]   # the level inputs of each sample
+    asked = [s for s, level in zip(samples, levels) if judge_asked(*level)]
+    ratings, judge_name = judge_passes(version, view, asked, held, passes, notes)
+    if not samples:
+        return [], [], judge_name
+    rewards = majority_cascade_rewards([[cascade_reward(cascade_levels(*level, judge_rating=rated.get(s.index)))
+                                         for s, level in zip(samples, levels)] for rated in ratings])
+    return rewards, [failed_level(cascade_levels(*level), reward) for level, reward in zip(levels, rewards)], judge_name
+
+
+def judge_passes(version, view, samples: list, held: list, passes: int, notes: list) -> tuple[list[dict], str]:
+    """Each pass's ratings of `samples` ({step index: rating}; {} where the rules decide: no judge,
+    nothing to ask, a pass that failed) and the judge's name ("" when it was not asked)."""
+    if version is None or not samples:
+        return [{} for _ in range(passes)], ""
+    try:
+        frames = [(rated_index, frame.png) for rated_index, frame in rating_frames(view, samples)]
+    except FrameMissing as missing:   # the judge is not asked without the frames it rates
+        notes.append(f"the judge was not asked: {missing}; the rules rated every pass")
+        return [{} for _ in range(passes)], ""
+    ratings = []
+    for number in range(passes):
+        rated, note = judged_pass(version, view, samples, held, number, frames)
+        if note:
+            notes.append(f"pass {number + 1}: {note}")
+        ratings.append(rated)
+    return ratings, version.name
+
+
+def failed_level(levels: dict, reward: float) -> str:
+    """The level a sample failed first given its majority cascade reward: the levels before the judge
+    are the same in every pass, so a −0.5 that they do not explain is the judge's ("" passed)."""
+    before_judge = cascade_failure(levels)
+    if before_judge is not None:
+        return before_judge
+    return JUDGE if reward == CASCADE_FAILURE[JUDGE] else ""
 
 
 def _responsible_index(steps, hit):

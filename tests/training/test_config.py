@@ -67,6 +67,21 @@ def test_rl_specific_checks():
         validate_config("sft", ["not", "a", "dict"])
 
 
+def test_the_step_reward_source_and_the_batching_are_rl_keys():
+    rl = validate_config("rl", {})
+    assert (rl["step_reward_source"], rl["batching"]) == ("majority", "trajectory")   # what RL did before
+    chosen = validate_config("rl", {"step_reward_source": "cascade", "batching": "turn"})
+    assert (chosen["step_reward_source"], chosen["batching"]) == ("cascade", "turn")
+    with pytest.raises(ConfigError, match="step_reward_source: a step-level reward model is not available yet"):
+        validate_config("rl", {"step_reward_source": "reward_model"})
+    with pytest.raises(ConfigError, match="step_reward_source"):
+        validate_config("rl", {"step_reward_source": "vote"})
+    with pytest.raises(ConfigError, match="batching"):
+        validate_config("rl", {"batching": "episode"})
+    with pytest.raises(ConfigError, match="'batching'"):   # the update's key: unknown to SFT
+        validate_config("sft", {"batching": "turn"})
+
+
 def test_defaults_are_not_shared_between_runs():
     first = validate_config("rl", {})
     first["curriculum"]["progress"] = 0.9

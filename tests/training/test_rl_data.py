@@ -17,7 +17,7 @@ from flywheel.policies.protocol import format_output, system_prompt
 from tests.flywheel.openai_stub import StubOpenAI
 from training.rl_data import build_rollouts, export_verl_agent_loop
 from training.rules.advantages import gigpo_advantages
-from training.step_judge import judge_trajectory
+from training.step_judge import Conditions, judge_trajectory
 
 pytestmark = pytest.mark.django_db
 
@@ -321,3 +321,120 @@ def test_a_failed_group_falls_back_on_an_earlier_verified_success_of_any_line_bu
     written = read_rows(tmp_path / "rollouts.jsonl")
     assert {row["trajectory"] for row in written if row["fallback"]} == {shown.pk}
     assert all("KNOWN-PATH" not in json.dumps(row["messages"]) for row in written)  # the goal alone
+
+
+# -- the cascade reward as the step-reward source (Xiaomi-GUI-0 §4.3) ------------------------------
+
+UNPARSED = "I should open WLAN next, tap it"   # no protocol tags: the policy's output did not parse
+
+
+def ended_on(trajectory, index, shown, *, unparsed=False, failed_action=None):
+    """A last step the policy answered but nothing ran: output that did not parse (POLICY_ERROR) or an
+    action the executor could not carry out (ACTION_FAILED); the trajectory stops there, interrupted."""
+    package, *texts = shown
+    fields = {"model_io": {"parse_error": "no [Decision] tag", "error": "policy error",
+                           "response": {"choices": [{"message": {"content": UNPARSED}}]}}} if unparsed else {
+        "proposed_action": failed_action, "audit": {"blocked": False, "error": "input injection failed"},
+        "cot": {"Observation": "the WLAN page", "Plan": "tap it", "Decision": "tap WLAN", "Memory": ""}}
+    Step.objects.create(trajectory=trajectory, index=index, foreground_package=package,
+                        hierarchy=store_blob(screen(package, *texts).format(index).encode(), "xml"),
+                        screenshot=store_blob(png(trajectory.pk * 100 + index), "png"), **fields)
+    Trajectory.objects.filter(pk=trajectory.pk).update(
+        status="interrupted", stop_kind="policy_error" if unparsed else "action_failed")
+    trajectory.refresh_from_db()
+    return trajectory
+
+
+@pytest.fixture
+def cascade_run(db):
+    """One query: S succeeds; P taps once, then answers text that does not parse; X taps once, then the
+    executor cannot carry out its next tap."""
+    run = CollectionRun.objects.create(line="rl", config={"screenshots_k": 2})
+    query = make_query("cascade", MILESTONES)
+    rows = {"S": rollout(run, query, "true", [(HOME, click(1, 1)), (SETTINGS, click(2, 2)), (WLAN, click(3, 3)),
+                                              (MAC, SUCCESS)])}
+    rows["P"] = ended_on(rollout(run, query, "false", [(HOME, click(1, 1))]), 1, SETTINGS, unparsed=True)
+    rows["X"] = ended_on(rollout(run, query, "false", [(HOME, click(1, 1))]), 1, SETTINGS, failed_action=click(2, 2))
+    return run, rows
+
+
+def test_the_cascade_rewards_what_the_policy_answered_but_never_ran(cascade_run, tmp_path):
+    run, rows = cascade_run
+    stats = build_rollouts(run, tmp_path, judge=None, step_reward_source="cascade")
+    written = read_rows(tmp_path / "rollouts.jsonl")
+    by = {name: [row for row in written if row["trajectory"] == rows[name].pk] for name in "SPX"}
+    # S: every step passes (no judge: the rules are the last level). P and X: the tap made "settings" hold
+    # (1.0); then output that did not parse, or a tap the executor could not run: −1.0.
+    assert [row["step_reward"] for row in by["S"]] == [1.0] * 4
+    assert [row["step_reward"] for row in by["P"]] == [row["step_reward"] for row in by["X"]] == [1.0, -1.0]
+    assert [row["failed_level"] for row in by["P"] + by["X"]] == ["", "parse", "", "execution"]
+    assert by["P"][1]["response"] == UNPARSED                              # trained on what it answered
+    assert by["X"][1]["response"] == format_output(Step.objects.get(trajectory=rows["X"], index=1).cot, click(2, 2))
+    assert {row["step_reward_source"] for row in written} == {"cascade"}
+    assert stats["step_reward_source"] == "cascade" and stats["cascade_failures"] == {"parse": 1, "execution": 1}
+    # Eq. 3 counts the policy's actions (1 for P and X): 0.5 · 1/3 + 0.5 · min(1, 3/1); S 0.5 + 0.5 · 3/4.
+    assert [by[name][0]["reward"] for name in "SPX"] == pytest.approx([0.875, 2 / 3, 2 / 3])
+    # R = [7/8, 2/3, 2/3]: one above two equal ones normalises to [√2, −1/√2, −1/√2], every turn inherits
+    # its trajectory's; the step term (λ = 1): S [1,1,1,1] → 0, P and X [1, −1] → [+1, −1].
+    e = [math.sqrt(2), -1 / math.sqrt(2), -1 / math.sqrt(2)]
+    for name, inherited in zip("SPX", e):
+        assert [row["trajectory_advantage"] for row in by[name]] == pytest.approx([inherited] * len(by[name]))
+    assert [row["advantage"] for row in by["S"]] == pytest.approx([e[0]] * 4)
+    assert [row["advantage"] for row in by["P"]] == pytest.approx([e[1] + 1, e[1] - 1])
+    assert [row["turn"] for row in by["P"]] == [0, 1] and by["P"][0]["steps_in_trajectory"] == 2
+
+
+def test_the_majority_source_is_unchanged_and_says_so(cascade_run, tmp_path):
+    run, rows = cascade_run
+    stats = build_rollouts(run, tmp_path, judge=None)
+    written = read_rows(tmp_path / "rollouts.jsonl")
+    # eq. 4: the unparsed answer and the failed tap are no samples; P's and X's one tap is +1
+    assert len(written) == 4 + 1 + 1 and {row["step_reward_source"] for row in written} == {"majority"}
+    assert all("failed_level" not in row for row in written) and "cascade_failures" not in stats
+    assert [row["step_reward"] for row in written if row["trajectory"] == rows["P"].pk] == [1]
+    verl = export_verl_agent_loop(run, tmp_path / "verl.jsonl", judge=None, step_reward_source="cascade")
+    assert verl["verl_rows"] == 8
+    assert {row["extra_fields"]["step_reward_source"] for row in read_rows(tmp_path / "verl.jsonl")} == {"cascade"}
+
+
+def test_a_step_reward_model_is_refused_until_it_exists(cascade_run, tmp_path):
+    run, rows = cascade_run
+    with pytest.raises(ValueError, match="reward model .* not available"):
+        build_rollouts(run, tmp_path, judge=None, step_reward_source="reward_model")
+    with pytest.raises(ValueError, match="unknown step reward source 'vote'"):
+        judge_trajectory(rows["S"], judge=None, step_reward_source="vote")
+
+
+def test_the_cascade_asks_the_judge_only_about_steps_whose_rules_passed(rl_run, settings):
+    _, rows, _ = rl_run
+    # B: step 0 made a milestone hold (measured: not asked), step 1 left for Notes and step 3 repeated a
+    # no-op (the rules fail: not asked); steps 2 and 4 go to the judge, which finds only step 2 necessary.
+    with StubOpenAI(model="judge-7b") as stub:
+        ModelVersion.objects.create(name="judge", kind="endpoint", endpoint_url=stub.url, served_model_name="judge-7b")
+        settings.JUDGE_MODEL_VERSION = "judge"
+        answer = {"ratings": [{"step": 2, "rating": 1}, {"step": 4, "rating": 0}]}
+        stub.replies.append((200, stub.chat_reply(json.dumps(answer)), 0))
+        stub.replies.append((200, stub.chat_reply(json.dumps({"ratings": []})), 0))   # blank frames: no ratings
+        judged = judge_trajectory(rows["B"], passes=1, step_reward_source="cascade")
+    assert judged.step_rewards == [1.0, -0.5, 1.0, -0.5, -0.5]
+    assert judged.failed_levels == ["", "rules", "", "rules", "judge"]
+    assert judged.judge == "judge" and len(stub.requests) == 2
+    user = stub.requests[0]["messages"][1]["content"]
+    assert "Rate steps 2, 4." in user[0]["text"] and [part["type"] for part in user] == ["text"] + ["image_url"] * 2
+    assert judged.reward == pytest.approx(1 / 6 + 0.3)    # eq. 3 does not depend on the source
+
+
+def test_measured_steps_cost_no_judge_call_and_a_silent_judge_leaves_the_rules(rl_run, settings):
+    _, rows, _ = rl_run
+    with StubOpenAI(model="judge-7b") as stub:   # no reply prepared: every call answers HTTP 500
+        ModelVersion.objects.create(name="judge", kind="endpoint", endpoint_url=stub.url, served_model_name="judge-7b")
+        settings.JUDGE_MODEL_VERSION = "judge"
+        # A: each tap made a milestone hold and the ending completes: nothing is left to ask
+        measured = judge_trajectory(rows["A"], passes=3, step_reward_source="cascade")
+        assert measured.step_rewards == [1.0] * 4 and measured.judge == "" and not stub.requests
+        # F: step 0 opened Notes (the rules fail: not asked); step 1, giving up, is asked and gets no answer
+        judged = judge_trajectory(rows["F"], passes=3, step_reward_source="cascade",
+                                  conditions=Conditions([], "verdict"))
+    assert judged.step_rewards == [-0.5, 1.0] and judged.failed_levels == ["rules", ""]
+    assert len(stub.requests) == 3 and all("Rate steps 1." in request["messages"][1]["content"][0]["text"]
+                                           for request in stub.requests)

@@ -71,3 +71,30 @@ def test_rollouts_ended_by_the_policys_server_are_never_learnt_from(db):
     Trajectory.objects.filter(run=collection, stop_kind="endpoint_failed").first().delete()
     Trajectory.objects.filter(run=collection, stop_kind="endpoint_failed").first().delete()
     endpoint_failures(collection)  # 1 of 2: the rollouts are the policy's own
+
+
+def test_the_runs_step_reward_source_reaches_the_rollouts_file(db, tmp_path):
+    """A run configured for the cascade (Xiaomi-GUI-0 §4.3) gets cascade step rewards in rollouts.jsonl;
+    a config saved before the key existed keeps eq. 4's majority."""
+    import json
+
+    from flywheel.models import CollectionRun
+    from tests.training.test_rl_data import HOME, MILESTONES, SETTINGS, click, ended_on, make_query, rollout
+    from training.config import validate_config
+    from training.rl_round import READY, poll_rollouts
+
+    collection = CollectionRun.objects.create(line="rl", status="done", config={"screenshots_k": 2})
+    query = make_query("round-cascade", MILESTONES)
+    rollout(collection, query, "true", [(HOME, click(1, 1)), (SETTINGS, {"action": "terminate", "status": "success"})])
+    ended_on(rollout(collection, query, "false", [(HOME, click(1, 1))]), 1, SETTINGS, unparsed=True)
+    for name, config in (("cascade", validate_config("rl", {"rl_run": collection.pk, "step_reward_source": "cascade"})),
+                         ("before", {key: value for key, value in validate_config("rl", {"rl_run": collection.pk}).items()
+                                     if key != "step_reward_source"})):
+        run = TrainingRun.objects.create(stage="rl", config=config, status="running")
+        state, path = poll_rollouts(run, tmp_path / name)
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        run.refresh_from_db()
+        expected = "cascade" if name == "cascade" else "majority"
+        assert state == READY and {row["step_reward_source"] for row in rows} == {expected}
+        assert run.progress["rollouts"]["step_reward_source"] == expected
+        assert len(rows) == (2 + 2 if name == "cascade" else 2 + 1)   # the cascade also rewards the unparsed answer

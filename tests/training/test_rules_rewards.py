@@ -1,13 +1,24 @@
-"""Eq. 3 and eq. 4 (report §3.3.2) and the majority over judge passes (§5.3.5), hand-computed."""
+"""Eq. 3 and eq. 4 (report §3.3.2), the majority over judge passes (§5.3.5) and Xiaomi-GUI-0's cascade
+reward (§4.3), hand-computed."""
 import pytest
 
 from training.rules.rewards import (
+    CASCADE_LEVELS,
+    EXECUTION,
+    JUDGE,
     NECESSARY,
     OFF_COURSE,
+    PARSE,
+    RULES,
     STEP_REWARDS,
     USELESS,
     StepFacts,
     atomic_conditions_hold,
+    cascade_failure,
+    cascade_levels,
+    cascade_reward,
+    judge_asked,
+    majority_cascade_rewards,
     majority_done,
     majority_step_rewards,
     majority_vote,
@@ -106,3 +117,72 @@ def test_without_a_fact_the_judge_rates_and_without_a_judge_the_rule_does():
     assert step_reward(StepFacts()) == USELESS
     with pytest.raises(ValueError):
         step_reward(StepFacts(), judge_rating=5)
+
+
+# -- the cascade reward (Xiaomi-GUI-0 §4.3) --------------------------------------------------------
+
+def test_the_cascade_pays_minus_one_for_parse_or_execution_minus_a_half_for_the_rest_one_when_all_pass():
+    assert CASCADE_LEVELS == (PARSE, EXECUTION, RULES, JUDGE)
+    assert cascade_reward({PARSE: True, EXECUTION: True, RULES: True, JUDGE: True}) == 1.0
+    assert cascade_reward({PARSE: False}) == -1.0
+    assert cascade_reward({PARSE: True, EXECUTION: False}) == -1.0
+    assert cascade_reward({PARSE: True, EXECUTION: True, RULES: False}) == -0.5
+    assert cascade_reward({PARSE: True, EXECUTION: True, RULES: True, JUDGE: False}) == -0.5
+
+
+def test_the_cascade_exits_at_the_first_failure_in_its_own_order():
+    # parse failed: what a later level says is never read (the mapping's order does not matter)
+    assert cascade_failure({JUDGE: False, RULES: False, EXECUTION: True, PARSE: False}) == PARSE
+    assert cascade_reward({JUDGE: True, RULES: True, EXECUTION: False, PARSE: True}) == -1.0
+    assert cascade_failure({PARSE: True, EXECUTION: True, RULES: False, JUDGE: False}) == RULES
+    assert cascade_failure({PARSE: True, EXECUTION: True, RULES: True, JUDGE: True}) is None
+
+
+def test_a_level_not_checked_is_passed_over():
+    # no judge configured (or it did not answer): the rules are the last word
+    assert cascade_reward({PARSE: True, EXECUTION: True, RULES: True, JUDGE: None}) == 1.0
+    assert cascade_reward({PARSE: True, EXECUTION: True, RULES: True}) == 1.0
+    assert cascade_reward({PARSE: True, EXECUTION: True, RULES: None, JUDGE: False}) == -0.5
+    assert cascade_failure({PARSE: True, EXECUTION: True, RULES: None, JUDGE: False}) == JUDGE
+
+
+@pytest.mark.parametrize("levels, message", [
+    ({}, "at least one checked"), ({PARSE: None, JUDGE: None}, "at least one checked"),
+    ({"format": True}, "unknown cascade level 'format'"), ({PARSE: 1}, "not 1"), ({RULES: "yes"}, "not 'yes'"),
+])
+def test_malformed_level_results_are_refused(levels, message):
+    with pytest.raises(ValueError, match=message):
+        cascade_reward(levels)
+
+
+def test_a_steps_facts_become_the_cascades_levels():
+    # output that did not parse: nothing after it is checked
+    assert cascade_levels(StepFacts(), parsed=False) == {PARSE: False, EXECUTION: None, RULES: None, JUDGE: None}
+    # blocked by the audit, or failed in the executor: an execution failure, the rules not looked at
+    assert cascade_levels(StepFacts(blocked=True, advanced=True)) == {PARSE: True, EXECUTION: False,
+                                                                       RULES: None, JUDGE: None}
+    assert cascade_reward(cascade_levels(StepFacts(), failed=True)) == -1.0
+    # off the task's apps, a repeated no-op, a false success: the rules fail, the judge is not asked
+    for facts in (StepFacts(left_task=True), StepFacts(stalled=True), StepFacts(false_success=True)):
+        assert cascade_levels(facts, judge_rating=1) == {PARSE: True, EXECUTION: True, RULES: False, JUDGE: None}
+        assert cascade_reward(cascade_levels(facts)) == -0.5 and not judge_asked(facts)
+    # measured progress passes the rules and the judge whatever it says
+    assert cascade_levels(StepFacts(advanced=True, left_task=True), judge_rating=-1)[JUDGE] is True
+    assert cascade_reward(cascade_levels(StepFacts(completes=True), judge_rating=0)) == 1.0
+    assert not judge_asked(StepFacts(advanced=True))
+    # otherwise the judge decides: only "necessary" passes; without a rating the rules' pass stands
+    assert judge_asked(StepFacts())
+    assert [cascade_reward(cascade_levels(StepFacts(), judge_rating=r)) for r in (1, 0, -1)] == [1.0, -0.5, -0.5]
+    assert cascade_reward(cascade_levels(StepFacts())) == 1.0
+    with pytest.raises(ValueError, match="one of"):
+        cascade_levels(StepFacts(), judge_rating=2)
+
+
+def test_the_cascade_rewards_take_the_majority_over_passes():
+    passes = [[1.0, -0.5, -1.0], [-0.5, -0.5, -1.0], [1.0, 1.0, -1.0]]
+    assert majority_cascade_rewards(passes) == [1.0, -0.5, -1.0]
+    assert majority_cascade_rewards([[1.0], [-0.5]]) == [-0.5]     # a tie: the lower reward
+    with pytest.raises(ValueError, match="one of"):
+        majority_cascade_rewards([[0.0]])
+    with pytest.raises(ValueError, match="every step"):
+        majority_cascade_rewards([[1.0], [1.0, 1.0]])

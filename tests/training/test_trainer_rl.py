@@ -43,9 +43,11 @@ def make_rollouts(directory: Path) -> Path:
                 prompt, images, response = step_sample(directory, index, frames=1 + t, small=True)
                 if advantages[t] < 0:   # the rollouts the judge scored down stalled instead of tapping
                     response = STALLING
+                # the trajectory's own advantage: the mean of its turns' (their step terms have zero mean)
                 handle.write(json.dumps({"messages": prompt, "images": images, "response": response,
                                          "advantage": advantages[t], "group": group, "trajectory": trajectory,
-                                         "step": t, "steps_in_trajectory": steps, "group_size": size}) + "\n")
+                                         "step": t, "turn": t, "steps_in_trajectory": steps, "group_size": size,
+                                         "trajectory_advantage": sum(advantages) / steps}) + "\n")
                 index += 1
     return directory / "rollouts.jsonl"
 
@@ -276,3 +278,45 @@ def test_the_update_with_bf16_weights_moves_each_response_its_advantage_s_way(tm
     moved = [(sample.record["advantage"], new - old) for sample, old, new in zip(samples, before, after)]
     assert all(change > 0 for advantage, change in moved if advantage > 0.5), moved
     assert all(change < 0 for advantage, change in moved if advantage < -0.5), moved
+
+
+def test_batching_by_turn_draws_micro_batches_across_trajectories_and_updates_the_same(tmp_path):
+    """Xiaomi-GUI-0 §4.4: the same turn of several trajectories per micro-batch (turn 0 of 11, 12, 21, 22,
+    23, then turn 1 of 11 and 22), each row keeping its trajectory id and turn index; the optimizer
+    step's gradient is the same sum as with the rows in file order."""
+    rollouts = make_rollouts(tmp_path / "rollouts")
+    results = {}
+    for batching in ("trajectory", "turn"):
+        config = write_config(tmp_path / batching, rollouts, batching=batching)
+        assert rl_main(["--config", str(config)]) == 0
+        assert read_status(config.parent)["state"] == "done"
+        rows = [json.loads(line) for line in (config.parent / "rl_steps.jsonl").read_text().splitlines()]
+        results[batching] = (read_metrics(config.parent), [row for row in rows if row["epoch"] == 1])
+    (by_trajectory, file_rows), (by_turn, turn_rows) = results["trajectory"], results["turn"]
+    micro = defaultdict(list)
+    for row in turn_rows:
+        micro[row["micro_batch"]].append((row["trajectory"], row["turn"]))
+    assert [sorted(micro[index]) for index in range(4)] == [[(11, 0), (12, 0)], [(21, 0), (22, 0)],
+                                                             [(11, 1), (23, 0)], [(22, 1)]]
+    assert [row["row"] for row in file_rows] == list(range(7))
+    assert [row["micro_batch"] for row in file_rows] == [0, 0, 1, 1, 2, 2, 3]
+    for one, other in zip(by_trajectory, by_turn, strict=True):
+        assert (one["batching"], other["batching"]) == ("trajectory", "turn")
+        for key in ("objective", "kl", "clip_fraction", "mean_advantage", "grad_norm"):
+            assert other[key] == pytest.approx(one[key], abs=1e-5), key
+    # micro-batches of 2: trajectories per batch 1,2,1,1 in file order, 2,2,2,1 turn-major
+    assert (by_trajectory[0]["trajectories_per_micro_batch"], by_turn[0]["trajectories_per_micro_batch"]) == (1.25, 1.75)
+    assert 0 < by_turn[0]["pad_fraction"] < 1 and 0 < by_trajectory[0]["pad_fraction"] < 1
+
+
+def test_a_turn_that_lost_its_trajectorys_advantage_fails_the_update_before_it_starts(tmp_path):
+    rollouts = make_rollouts(tmp_path / "rollouts")
+    lines = rollouts.read_text().splitlines()
+    broken = json.loads(lines[1])   # trajectory 11, turn 1
+    broken["trajectory_advantage"] = 0.5
+    rollouts.write_text("\n".join([lines[0], json.dumps(broken), *lines[2:]]) + "\n")
+    config = write_config(tmp_path, rollouts, batching="turn")
+    assert rl_main(["--config", str(config)]) == 1
+    status = read_status(config.parent)
+    assert status["state"] == "failed" and "turn 1 of trajectory 11 (row 1) does not inherit" in status["error"]
+    assert not (config.parent / "final").exists()

@@ -1,12 +1,13 @@
-"""The rewards of agentic RL (report §3.3.2, eqs. 3–4) and how several judge passes agree (§5.3.5).
+"""The rewards of agentic RL (report §3.3.2, eqs. 3–4), how several judge passes agree (§5.3.5), and
+Xiaomi-GUI-0's cascade reward for step-level RL (§4.3).
 
 Pure functions: the judging itself (milestones over the recorded screens, an LLM judge) is done by
-training/step_judge.py, which reduces each step to the facts `step_reward` reads.
+training/step_judge.py, which reduces each step to the facts `step_reward` and `cascade_levels` read.
 """
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 ALPHA = 0.5
@@ -129,3 +130,110 @@ def step_reward(facts: StepFacts, judge_rating: int | None = None) -> int:
     if facts.left_task or facts.stalled or facts.false_success:
         return OFF_COURSE
     return USELESS
+
+
+# Where an RL run's step rewards come from (the run config's "step_reward_source").
+MAJORITY = "majority"          # eq. 4 per judge pass, the majority over the passes (the default)
+CASCADE = "cascade"            # Xiaomi-GUI-0 §4.3's cascade reward, the majority over the passes
+REWARD_MODEL = "reward_model"  # a step-level reward model (ClawGUI §3.2): not built yet, refused by name
+STEP_REWARD_SOURCES = (MAJORITY, CASCADE)
+
+# Xiaomi-GUI-0 §4.3: "a cascade reward that checks response requirements hierarchically and exits at
+# the first failure. Rule-based checks reject malformed responses before LLM-as-judge checks".
+PARSE = "parse"              # the policy's output parsed into a protocol action
+EXECUTION = "execution"      # the executor ran it (neither blocked by the safety audit nor failed)
+RULES = "rules"              # the frame-bound rule facts hold (StepFacts: not off the task, no no-op, ...)
+JUDGE = "judge"              # the LLM judge rates the step necessary (asked only when the rules passed)
+CASCADE_LEVELS = (PARSE, EXECUTION, RULES, JUDGE)
+# "−1.0 for parse or execution failures, −0.5 for other failures, and 1.0 when all levels pass"
+CASCADE_FAILURE = {PARSE: -1.0, EXECUTION: -1.0, RULES: -0.5, JUDGE: -0.5}
+CASCADE_PASS = 1.0
+
+
+def cascade_failure(levels: Mapping[str, bool | None]) -> str | None:
+    """The first level of the cascade that failed, in CASCADE_LEVELS order whatever the mapping's
+    order; None when every checked level passed. A level given as None (or absent) was not checked
+    (no judge configured, a judge that did not answer) and is passed over; what follows the first
+    failure is never looked at, as the cascade exits there."""
+    unknown = sorted(set(levels) - set(CASCADE_LEVELS))
+    if unknown:
+        raise ValueError(f"unknown cascade level {unknown[0]!r}: one of {', '.join(CASCADE_LEVELS)}")
+    if all(levels.get(level) is None for level in CASCADE_LEVELS):
+        raise ValueError("the cascade needs at least one checked level")
+    for level in CASCADE_LEVELS:
+        result = levels.get(level)
+        if result is None:
+            continue
+        if not isinstance(result, bool):
+            raise ValueError(f"a level passes (True), fails (False) or was not checked (None), not {result!r}")
+        if not result:
+            return level
+    return None
+
+
+def cascade_reward(levels: Mapping[str, bool | None]) -> float:
+    """Xiaomi-GUI-0 §4.3's step reward: −1.0 when the step fails to parse or to execute, −0.5 when a
+    later level fails first, 1.0 when every checked level passes (see cascade_failure)."""
+    failed = cascade_failure(levels)
+    return CASCADE_PASS if failed is None else CASCADE_FAILURE[failed]
+
+
+def rules_hold(facts: StepFacts) -> bool:
+    """The cascade's rule level: a step that made a condition first hold or correctly ended the task
+    passes (measured progress, as step_reward counts it); otherwise leaving the task's apps, repeating
+    an action that changed nothing and declaring a success that is not there fail it."""
+    if facts.advanced or facts.completes:
+        return True
+    return not (facts.left_task or facts.stalled or facts.false_success)
+
+
+def cascade_levels(facts: StepFacts, parsed: bool = True, failed: bool = False,
+                   judge_rating: int | None = None) -> dict[str, bool | None]:
+    """One step's level results. `parsed`: its output parsed into a protocol action; `failed`: the
+    executor could not carry out the action (facts.blocked: the audit refused it); `judge_rating`:
+    the LLM judge's eq. 4 rating of the step, None when it was not asked or did not answer.
+
+    The levels after the first failure are None (never checked: the judge is asked only when the
+    rules passed). A step whose progress is measured on the frames (advanced, completes) passes the
+    judge level without its opinion (§5.3.5: frame-bound facts before opinions); otherwise only a
+    "necessary" (+1) rating passes it: a step that is harmless but useless does not meet the
+    task's requirements."""
+    if judge_rating is not None and (judge_rating not in STEP_REWARDS or isinstance(judge_rating, bool)):
+        raise ValueError(f"a step rating is one of {STEP_REWARDS}, not {judge_rating!r}")
+    levels: dict[str, bool | None] = dict.fromkeys(CASCADE_LEVELS)
+    levels[PARSE] = parsed
+    if not parsed:
+        return levels
+    levels[EXECUTION] = not (failed or facts.blocked)
+    if not levels[EXECUTION]:
+        return levels
+    levels[RULES] = rules_hold(facts)
+    if not levels[RULES]:
+        return levels
+    if facts.advanced or facts.completes:
+        levels[JUDGE] = True
+    elif judge_rating is not None:
+        levels[JUDGE] = judge_rating == NECESSARY
+    return levels
+
+
+def judge_asked(facts: StepFacts, parsed: bool = True, failed: bool = False) -> bool:
+    """Whether the cascade reaches the judge for this step with an open question: every level before
+    it passed and no measured progress decides it already."""
+    levels = cascade_levels(facts, parsed, failed)
+    return levels[RULES] is True and levels[JUDGE] is None
+
+
+def majority_cascade_rewards(passes: Sequence[Sequence[float]]) -> list[float]:
+    """The cascade reward per step over several passes: the majority (ties: the lower reward)."""
+    if not passes:
+        raise ValueError("a majority needs at least one pass")
+    lengths = {len(rewards) for rewards in passes}
+    if len(lengths) != 1:
+        raise ValueError(f"every pass must reward every step; the passes reward {sorted(lengths)} steps")
+    allowed = {CASCADE_PASS, *CASCADE_FAILURE.values()}
+    for rewards in passes:
+        for reward in rewards:
+            if reward not in allowed or isinstance(reward, bool):
+                raise ValueError(f"a cascade reward is one of {sorted(allowed)}, not {reward!r}")
+    return [majority_vote(column) for column in zip(*passes)]

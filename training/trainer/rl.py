@@ -19,6 +19,12 @@ and pi_old_mismatch says it is above pi_old_tolerance (other weights, another pr
 prompt): a warning, the update goes on. A server reports log-probs either at its sampling temperature
 (the built-in server, vLLM V0) or raw, at temperature 1 (vLLM V1): the closer of the two is taken.
 
+Each row is one turn (a step with its fixed-window history); "batching" chooses which turns share a
+micro-batch: "trajectory" (the default: file order, a trajectory's turns together) or "turn"
+(Xiaomi-GUI-0 §4.4: the same turn of several trajectories, after checking that every turn carries
+its trajectory's advantage; training/trainer/turns.py). rl_steps.jsonl keeps each row's trajectory
+id, turn index and micro-batch.
+
 The update is one unit: a run killed or cancelled part-way leaves the base model as it was and is
 simply run again (no mid-update checkpoint; status "cancelled" names none).
 """
@@ -46,10 +52,12 @@ from training.trainer.state import (
     write_status,
 )
 from training.trainer.tiny import load_model, save_artifact
+from training.trainer.turns import BATCHINGS, TurnError, batch_order
 
 DEFAULTS = {"learning_rate": 1e-6, "micro_batch_size": 1, "max_seq_len": 12288, "freeze_vision": True,
             "freeze_projector": True, "seed": 0, "deepspeed": "", "image_max_pixels": 200704,
             "clip_epsilon": 0.2, "kl_coef": 0.04, "ppo_epochs": 1, "importance_ratio": "sequence",
+            "batching": "trajectory",
             # bf16 forward passes on two machines differ by a few hundredths of a nat per token; fp32 by far less
             "pi_old_tolerance": 0.05, **efficiency.DEFAULTS}
 
@@ -112,6 +120,8 @@ def settings(config: dict) -> dict:
     merged.setdefault("reference", merged["model"])
     if merged["importance_ratio"] not in ("sequence", "token"):
         raise TrainerError(f"importance_ratio must be sequence (GSPO) or token (GRPO), not {merged['importance_ratio']!r}")
+    if merged["batching"] not in BATCHINGS:
+        raise TrainerError(f"batching must be one of {', '.join(BATCHINGS)}, not {merged['batching']!r}")
     return merged
 
 
@@ -216,6 +226,10 @@ def train(config: dict) -> int:
     records = [sample.record for sample in samples]
     weights = step_weights(records)
     advantages = [float(record["advantage"]) for record in records]
+    try:
+        order = batch_order(records, config["batching"])
+    except TurnError as error:
+        raise TrainerError(str(error)) from None
     counts = freeze(policy, bool(config["freeze_vision"]), bool(config["freeze_projector"]))
     counts.update(efficiency.configure_model(policy, config, dist.device))
     efficiency.configure_model(reference, {**config, "gradient_checkpointing": False}, dist.device)
@@ -227,7 +241,7 @@ def train(config: dict) -> int:
 
         shard_model(reference, dist.device)
     policy.to(dist.device)
-    mine = samples_io.shard(list(range(len(samples))), dist.rank, dist.world_size)
+    mine = samples_io.shard(order, dist.rank, dist.world_size)
     micro = int(config["micro_batch_size"])
     chunks = samples_io.micro_batches(mine, micro)
     per_rank = -(-len(samples) // dist.world_size)
@@ -269,6 +283,11 @@ def train(config: dict) -> int:
                 positions = chunk or needed[:1]
                 batch = samples_io.collate([samples_io.encode(samples[p], processor, screenshots) for p in positions],
                                            pad_id)
+                if chunk:   # what right-padding the micro-batch to its longest turn costs (read on the CPU)
+                    sums["positions"] += batch["attention_mask"].numel()
+                    sums["padding"] += batch["attention_mask"].numel() - int(batch["attention_mask"].sum())
+                    sums["micro_batches"] += 1
+                    sums["trajectories"] += len({records[p].get("trajectory") for p in positions})
                 with engine.micro_step(last=index == len(chunks) - 1), autocast(dist.device):
                     batch = efficiency.model_batch(engine.model, batch, dist.device, vision)
                     logp, mask = samples_io.response_logprobs(engine.model, batch)
@@ -281,9 +300,9 @@ def train(config: dict) -> int:
                     # DDP averages gradients over ranks; the weights already sum to 1 over all rows.
                     engine.backward(-(objective - kl_coef * kl) * dist.world_size)
                 if chunk:   # kept on the device; read once after the epoch's last micro step
-                    pending.append((positions, objective.detach(), kl.detach(), terms["clipped"].detach(),
+                    pending.append((index, positions, objective.detach(), kl.detach(), terms["clipped"].detach(),
                                     terms["log_ratio"].detach(), terms["kl"].detach(), mask.sum(dim=-1)))
-            for positions, objective, kl, clipped, log_ratio, row_kl, tokens in pending:
+            for index, positions, objective, kl, clipped, log_ratio, row_kl, tokens in pending:
                 sums["objective"] += float(objective)
                 sums["kl"] += float(kl)
                 sums["clipped"] += float(clipped.float().sum())
@@ -291,18 +310,22 @@ def train(config: dict) -> int:
                 for row, p in enumerate(positions):
                     rows.append({"epoch": epoch, "row": samples[p].position, "group": records[p]["group"],
                                  "trajectory": records[p].get("trajectory"), "step": records[p].get("step"),
+                                 "turn": records[p].get("turn"), "micro_batch": index,
                                  "advantage": advantages[p], "weight": weights[p],
                                  "log_ratio": float(log_ratio[row]), "kl": float(row_kl[row]),
                                  "tokens": int(tokens[row])})
             lr = engine.lr()
             grad_norm = engine.step()
-            totals = {key: dist.sum(sums[key]) for key in ("objective", "kl", "clipped", "advantage")}
+            totals = {key: dist.sum(sums[key]) for key in ("objective", "kl", "clipped", "advantage", "padding",
+                                                           "positions", "micro_batches", "trajectories")}
             _write_rows(output_dir, rows, dist)
             if dist.main:
                 append_metrics(output_dir, {
                     "step": epoch, "epoch": epoch, "loss": -(totals["objective"] - kl_coef * totals["kl"]),
                     "objective": totals["objective"], "kl": totals["kl"], "lr": lr, "grad_norm": grad_norm,
                     "clip_fraction": totals["clipped"] / len(samples), "mean_advantage": totals["advantage"] / len(samples),
+                    "batching": config["batching"], "pad_fraction": round(totals["padding"] / totals["positions"], 6),
+                    "trajectories_per_micro_batch": round(totals["trajectories"] / totals["micro_batches"], 4),
                     "total_steps": epochs, "time_s": round(time.time() - started, 3), **check})
                 write_status(output_dir, "running", step=epoch)
     except Cancelled:
