@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from training.rules.mixture import copies_per_row, mix, validate_ratios
+from training.rules.mixture import cap_per_group, copies_per_row, mix, validate_ratios
 
 
 def rows(source, n):
@@ -80,3 +80,46 @@ def test_bad_ratios_are_refused_with_the_source_named(ratios, word):
 
 def test_validated_ratios_are_floats():
     assert validate_ratios({"a": 2, "b": 0.25}) == {"a": 2.0, "b": 0.25}
+
+
+# -- the high-frequency cap per function group (Xiaomi-GUI-0 §3.1) -----------------------------------
+
+def group(row):
+    """"f1-a" is in group f1; a row without a dash is in no group."""
+    return row.split("-")[0] if "-" in row else None
+
+
+def test_a_group_over_the_cap_keeps_a_seeded_sample_in_order_and_others_stay_whole():
+    rows_in = ["f1-a", "x", "f1-b", "f2-a", "f1-c", "f2-b", "y", "f1-d"]
+    kept = cap_per_group(rows_in, group, cap=2, seed=5)
+    f1 = [row for row in kept if row.startswith("f1")]
+    assert len(f1) == 2 and set(f1) <= {"f1-a", "f1-b", "f1-c", "f1-d"}
+    assert [row for row in kept if not row.startswith("f1")] == ["x", "f2-a", "f2-b", "y"]  # at the cap: whole
+    assert kept == [row for row in rows_in if row in kept]  # the given order
+    assert len(kept) == 6
+
+
+def test_the_cap_is_deterministic_and_the_seed_decides():
+    rows_in = [f"f-{i}" for i in range(10)]
+    first = cap_per_group(rows_in, group, cap=3, seed=1)
+    assert first == cap_per_group(rows_in, group, cap=3, seed=1) and len(first) == 3
+    assert len({tuple(cap_per_group(rows_in, group, cap=3, seed=s)) for s in range(20)}) > 1
+
+
+def test_one_group_does_not_change_what_another_keeps():
+    alone = cap_per_group([f"f-{i}" for i in range(6)], group, cap=2, seed=9)
+    together = cap_per_group([f"f-{i}" for i in range(6)] + [f"g-{i}" for i in range(6)], group, cap=2, seed=9)
+    assert [row for row in together if row.startswith("f")] == alone
+
+
+def test_a_cap_of_zero_drops_every_grouped_row_and_a_large_cap_keeps_all():
+    rows_in = ["f-1", "x", "f-2"]
+    assert cap_per_group(rows_in, group, cap=0, seed=0) == ["x"]
+    assert cap_per_group(rows_in, group, cap=5, seed=0) == rows_in
+    assert cap_per_group([], group, cap=1, seed=0) == []
+
+
+@pytest.mark.parametrize("cap", [-1, 1.5, "2", True, None])
+def test_a_bad_cap_is_refused(cap):
+    with pytest.raises(ValueError, match="cap per group"):
+        cap_per_group(["f-1"], group, cap=cap, seed=0)

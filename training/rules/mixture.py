@@ -54,3 +54,25 @@ def mix(rows_by_source: dict[str, list], ratios: dict[str, float], seed: int) ->
         for row, copies in zip(rows, copies_per_row(len(rows), ratio_for(source, ratios), rng)):
             kept.extend([row] * copies)
     return kept
+
+
+def cap_per_group(rows, group_of, cap: int, seed) -> list:
+    """High-frequency task data (Xiaomi-GUI-0 §3.1) capped per function in the mixture: at most
+    `cap` rows of each group (`group_of(row)`: the row's function group, None for a row in no
+    group, which is always kept). A larger group keeps a seeded sample, drawn from the group's own
+    stream (seeded by the seed and the group), so one group's rows never change what another
+    keeps. Rows keep their given order. Pure and deterministic for the same input and seed."""
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+        raise ValueError(f"the cap per group must be a whole number of rows, 0 or more, not {cap!r}")
+    rows = list(rows)
+    members: dict = {}
+    for index, row in enumerate(rows):
+        group = group_of(row)
+        if group is not None:
+            members.setdefault(group, []).append(index)
+    dropped = set()
+    for group, indexes in members.items():
+        if len(indexes) > cap:
+            kept = set(random.Random(f"{seed}:cap:{group}").sample(indexes, cap))
+            dropped.update(i for i in indexes if i not in kept)
+    return [row for index, row in enumerate(rows) if index not in dropped]
