@@ -156,7 +156,7 @@ def benchmark_detail(request, benchmark_id):
         "held_out": sum(1 for i in items if i.split == Split.HELD_OUT and i.review != BenchmarkItem.Review.RETIRED),
         "not_executable": sum(1 for i in items if not i.executable and i.review != BenchmarkItem.Review.RETIRED),
         "runs": benchmark.eval_runs.select_related("model_version").order_by("-created_at")[:50],
-        "model_versions": ModelVersion.objects.order_by("name"), "infer_defaults": DEFAULT_INFER,
+        "model_versions": ModelVersion.objects.policies().order_by("name"), "infer_defaults": DEFAULT_INFER,
         "children": benchmark.children.order_by("-created_at"),
     })
 

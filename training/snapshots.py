@@ -38,11 +38,13 @@ from training.exports.chat import (
 from training.exports.rl_parquet import read_rows, rl_row, write_parquet
 from training.models import DataSnapshot
 from training.rules.mixture import DEFAULT_KEY, mix, validate_ratios
+from training.rules.screen_corpora import validate_corpora
+from training.screen_corpora import corpus_samples
 from training.single_judge import SINGLE_JUDGE_SOURCE, SYSTEMS, single_judge_rows
 
 log = logging.getLogger(__name__)
 
-SETTINGS = ("sources", "k", "seed", "limit", "counterfactual_queries", "success_judge")
+SETTINGS = ("sources", "k", "seed", "limit", "counterfactual_queries", "success_judge", "corpora")
 MAX_K = 32
 RL_STATES = (RlQueryEntry.State.ACTIVE, RlQueryEntry.State.BANKED)
 # The sources a mixture may name per kind (RL channels are free text).
@@ -87,8 +89,11 @@ def validate_config(kind: str, config: dict | None) -> dict:
         raise ValueError(f"success_judge is one of {', '.join(SYSTEMS)} (an SFT snapshot as that judge alone "
                          f"would route it), not {judge!r}" if kind == DataSnapshot.Kind.SFT else
                          "success_judge applies to SFT snapshots only")
+    corpora = validate_corpora(config.get("corpora"))  # screen corpora (training/screen_corpora.py)
+    if corpora and kind == DataSnapshot.Kind.RL:
+        raise ValueError("corpora apply to CPT and SFT snapshots only (an RL snapshot holds queries, not frames)")
     return {"sources": sources, "k": k, "seed": seed, "limit": limit, "counterfactual_queries": counterfactual,
-            "success_judge": judge}
+            "success_judge": judge, "corpora": corpora}
 
 
 def _integer(value, key, low, high):
@@ -241,11 +246,35 @@ def _finish(snapshot, status, **fields) -> DataSnapshot:
 
 
 def _export_chat(snapshot, selected, config, directory: Path) -> dict:
-    """data.jsonl + images/ + dataset_info.json; each selected pool row gives its samples in order."""
+    """data.jsonl + images/ + dataset_info.json; each selected pool row gives its samples in order, then
+    the screen corpora the config mixes in (training/screen_corpora.py)."""
     frames, hasher = FrameCache(), hashlib.sha256()
     rows, row_ids, images, skipped, by_source, files, apps = [], [], {}, [], {}, {}, {}
-    masked, not_labels, teacher_steps, previous, samples = 0, 0, 0, None, []
+    masked, not_labels, teacher_steps, previous, samples, queries = 0, 0, 0, None, [], []
     with open(directory / "data.jsonl", "wb") as out:
+
+        def write(sample):
+            nonlocal teacher_steps
+            line = canonical_json(sample.record)
+            out.write(line + b"\n")
+            hasher.update(line + b"\n")
+            for path in sample.record["images"]:
+                if path not in images:
+                    (directory / path).write_bytes(sample.images[path])
+                    images[path] = sha256_hex(sample.images[path])
+                hasher.update(bytes.fromhex(images[path]))
+            for path, data in sample.files.items():  # the UI dump; the line names it by its sha256
+                if path not in files:
+                    (directory / path).parent.mkdir(exist_ok=True)
+                    (directory / path).write_bytes(data)
+                    files[path] = sha256_hex(data)
+            meta = sample.record["meta"]
+            by_source[meta["source"]] = by_source.get(meta["source"], 0) + 1
+            teacher_steps += meta["step_source"] == TEACHER
+            rows.append({"sample": len(rows), "pool_row": meta["pool_row"], "trajectory": meta["trajectory"],
+                         "step": meta["step"], "source": meta["source"], "step_source": meta["step_source"],
+                         "sha256": sha256_hex(line)})
+
         for row in selected:
             if row is not previous:  # a repeated row (mixture ratio > 1) reuses its samples
                 previous, samples = row, []
@@ -256,7 +285,10 @@ def _export_chat(snapshot, selected, config, directory: Path) -> dict:
                 # phone's on a goal-only one); rows share queries and phones: each is read once.
                 key = (trajectory.query_id,) if trajectory.line in GUIDED_LINES else (trajectory.device_id,)
                 if key not in apps:
-                    apps[key] = (trajectory.policy_apps, trajectory.policy_app_labels)
+                    # The labels as a list beside the apps, not a {package: label} object: an object's
+                    # keys would be columns, and the HF json loader refuses a later line with new ones.
+                    labels = trajectory.policy_app_labels
+                    apps[key] = (trajectory.policy_apps, [labels.get(app, "") for app in trajectory.policy_apps])
                 meta["apps"], meta["app_labels"] = apps[key]
                 if snapshot.kind == DataSnapshot.Kind.CPT:
                     meta["query"] = row.step.trajectory.query_id
@@ -275,30 +307,17 @@ def _export_chat(snapshot, selected, config, directory: Path) -> dict:
             if samples and row.pk is not None:  # a single judge's added trajectory is no pool row
                 row_ids.append(row.pk)
             for sample in samples:
-                line = canonical_json(sample.record)
-                out.write(line + b"\n")
-                hasher.update(line + b"\n")
-                for path in sample.record["images"]:
-                    if path not in images:
-                        (directory / path).write_bytes(sample.images[path])
-                        images[path] = sha256_hex(sample.images[path])
-                    hasher.update(bytes.fromhex(images[path]))
-                for path, data in sample.files.items():  # the UI dump; the line names it by its sha256
-                    if path not in files:
-                        (directory / path).parent.mkdir(exist_ok=True)
-                        (directory / path).write_bytes(data)
-                        files[path] = sha256_hex(data)
-                meta = sample.record["meta"]
-                by_source[meta["source"]] = by_source.get(meta["source"], 0) + 1
-                teacher_steps += meta["step_source"] == TEACHER
-                rows.append({"sample": len(rows), "pool_row": meta["pool_row"], "trajectory": meta["trajectory"],
-                             "step": meta["step"], "source": meta["source"], "step_source": meta["step_source"],
-                             "sha256": sha256_hex(line)})
+                write(sample)
+                queries.append(sample.record["meta"]["query"])
+        corpora, corpus_stats = corpus_samples(config, frames, queries)  # a node's pool samples: `queries`
+        for sample in corpora:
+            write(sample)
     (directory / "dataset_info.json").write_text(json.dumps(dataset_info(snapshot), indent=2))
     return {"rows": rows, "row_ids": row_ids, "images": images, "content_hash": hasher.hexdigest(),
             "stats": {"by_source": dict(sorted(by_source.items())), "skipped": skipped, "masked_steps": masked,
                       "not_training_labels": not_labels, "teacher_steps": teacher_steps,
-                      "images": len(images), "hierarchies": len(files)}}
+                      "images": len(images), "hierarchies": len(files),
+                      **({"corpora": corpus_stats} if corpus_stats else {})}}
 
 
 def _try(build, *args):

@@ -10,6 +10,14 @@ def run_training(run_id: int) -> str:
     return execute_run(run_id)
 
 
+@shared_task(acks_late=True)
+def train_reward_model_task(version_id: int) -> str:
+    """A step reward model (issue #39), trained in the task: seconds of torch on CPU after reading the judged steps."""
+    from training.reward_model import train_reward_model
+
+    return train_reward_model(version_id)
+
+
 @shared_task
 def resume_stalled_runs() -> list:
     from training.runs import resume_stalled_runs as resume

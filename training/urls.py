@@ -14,4 +14,5 @@ urlpatterns = [
     path("models/<int:model_id>/", views.model_detail, name="training-model"),
     path("models/<int:model_id>/endpoint/", views.model_register_endpoint, name="training-model-endpoint"),
     path("models/<int:model_id>/serve/", views.model_serve, name="training-model-serve"),
+    path("reward-models/", views.reward_model_create, name="training-reward-model-create"),
 ]

@@ -19,7 +19,10 @@ from training import serving
 from training.config import DEFAULTS, ConfigError
 from training.model_host.host import request_serving
 from training.models import DataSnapshot, Serving, TrainingRun
+from training.reward_model import launch_reward_model_training, page_summary
+from training.rules.screen_corpora import CORPORA
 from training.runs import INSTALL_HINT, RunError, cancel_run, create_run, lineage, resume_run, training_extras_installed
+from training.screen_corpora import corpus_mixture
 from training.snapshots import create_snapshot
 
 PREVIEW_SAMPLES = 3
@@ -45,10 +48,10 @@ def training_home(request):
     return render(request, "training/home.html", {
         "runs": runs, "snapshots": snapshots,
         "ready_snapshots": [s for s in snapshots if s.status == DataSnapshot.Status.READY],
-        "models": ModelVersion.objects.order_by("-created_at")[:200],
+        "models": ModelVersion.objects.policies().order_by("-created_at")[:200],  # a run's base is a policy
         "extras_installed": training_extras_installed(), "install_hint": INSTALL_HINT,
         "defaults": {stage: json.dumps(values, indent=1) for stage, values in DEFAULTS.items()},
-        "kinds": DataSnapshot.Kind.choices, "stages": TrainingRun.Stage.choices,
+        "kinds": DataSnapshot.Kind.choices, "stages": TrainingRun.Stage.choices, "corpora": CORPORA,
     })
 
 
@@ -60,8 +63,11 @@ def snapshot_create(request):
         messages.error(request, f"Unknown snapshot kind {kind!r}.")
         return redirect("training-home")
     try:
-        snapshot = create_snapshot(kind, _json_field(request, "snapshot_config"), user=request.user,
-                                   name=request.POST.get("name", "").strip()[:200])
+        config = _json_field(request, "snapshot_config")
+        if corpora := _corpus_fields(request):  # the form's ratio fields win over the JSON's
+            config["corpora"] = {**(config.get("corpora") if isinstance(config.get("corpora"), dict) else {}),
+                                 **corpora}
+        snapshot = create_snapshot(kind, config, user=request.user, name=request.POST.get("name", "").strip()[:200])
     except (ValueError, ConfigError) as error:
         messages.error(request, f"Snapshot not created: {error}")
         return redirect("training-home")
@@ -74,13 +80,26 @@ def snapshot_create(request):
     return redirect("training-snapshot", snapshot_id=snapshot.pk)
 
 
+def _corpus_fields(request) -> dict:
+    """The screen-corpus ratios the export form sets ({} when every field is blank)."""
+    ratios = {}
+    for corpus in CORPORA:
+        text = (request.POST.get(f"corpus_{corpus}") or "").strip()
+        if text:
+            try:
+                ratios[corpus] = float(text)
+            except ValueError:
+                raise ConfigError(f"the {corpus} ratio is not a number ({text!r})") from None
+    return ratios
+
+
 @role_required(MANAGER, ADMIN)
 def snapshot_detail(request, snapshot_id):
     snapshot = get_object_or_404(DataSnapshot.objects.select_related("created_by"), pk=snapshot_id)
     return render(request, "training/snapshot.html", {
         "snapshot": snapshot, "preview": _preview(snapshot), "runs": snapshot.training_runs.all()[:50],
         "by_source": sorted((snapshot.stats.get("by_source") or {}).items()),
-        "skipped": (snapshot.stats.get("skipped") or [])[:50]})
+        "skipped": (snapshot.stats.get("skipped") or [])[:50], "corpora": corpus_mixture(snapshot)})
 
 
 def _preview(snapshot: DataSnapshot) -> list[dict]:
@@ -106,7 +125,7 @@ def run_create(request):
         return redirect("training-home")
     stage = request.POST.get("stage", "")
     snapshot = DataSnapshot.objects.filter(pk=request.POST.get("snapshot") or 0).first()
-    base = ModelVersion.objects.filter(pk=request.POST.get("base_model") or 0).first()
+    base = ModelVersion.objects.policies().filter(pk=request.POST.get("base_model") or 0).first()
     try:
         run = create_run(stage, _json_field(request, "run_config"), user=request.user, snapshot=snapshot,
                          base_model=base)
@@ -166,16 +185,41 @@ def run_resume(request, run_id):
 def model_detail(request, model_id):
     version = get_object_or_404(ModelVersion, pk=model_id)
     try:
-        recipe = serving.recipe(version) if version.artifact else ""
+        recipe = serving.recipe(version) if version.artifact and version.is_policy else ""
     except ValueError:
         recipe = ""
-    return render(request, "training/model.html", {
+    # A step reward model's card (issue #39) follows its training live, then shows its held-out figures.
+    reward = page_summary(version) if version.kind == ModelVersion.Kind.REWARD_MODEL else None
+    return render_live(request, "training/model.html", {
         "version": version, "chain": lineage(version), "recipe": recipe,
         "serving": Serving.objects.filter(version=version).first(),
         "children": version.children.order_by("created_at"), "served_name": serving.served_name(version),
         "runs_from": version.training_runs_from.select_related("snapshot", "produced_model")[:50],
         # benchmark runs of this version, through the relation (training does not import the benchmark)
-        "evaluations": version.eval_runs.select_related("benchmark").order_by("-created_at")[:20]})
+        "evaluations": version.eval_runs.select_related("benchmark").order_by("-created_at")[:20],
+        "reward": reward}, live=bool(reward and reward["live"]), panel="training/_reward_model.html")
+
+
+@role_required(MANAGER, ADMIN)
+@require_POST
+def reward_model_create(request):
+    """Launch a step reward model's training on the training queue; its model page follows it."""
+    if not training_extras_installed():
+        messages.error(request, f"Not launched: {INSTALL_HINT}")
+        return redirect("training-home")
+    try:
+        seed = int(request.POST.get("seed") or 0)
+    except ValueError:
+        messages.error(request, "Not launched: the seed is a whole number.")
+        return redirect("training-home")
+    try:
+        version = launch_reward_model_training(request.POST.get("name", ""), request.user, seed=seed)
+    except ValueError as error:
+        messages.error(request, f"Not launched: {error}")
+        return redirect("training-home")
+    messages.success(request, f"{version.name} is queued on the training workers: it reads the judged steps, "
+                              "then trains in seconds.")
+    return redirect("training-model", model_id=version.pk)
 
 
 @role_required(MANAGER, ADMIN)

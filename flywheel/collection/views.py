@@ -85,7 +85,7 @@ def run_list(request):
         "runs": CollectionRun.objects.select_related("model_version", "created_by")[:50],
         "lines": [(value, label) for value, label in CollectionRun._meta.get_field("line").choices
                   if value in LINES],
-        "apps": App.objects.all(), "versions": ModelVersion.objects.all(),
+        "apps": App.objects.all(), "versions": ModelVersion.objects.policies(),
         "anomaly_kinds": [(kind, words, WHERE_IT_WORKS[kind]) for kind, words in ANOMALY_KINDS.items()],
         "idle_phones": Device.objects.filter(status=Device.Status.IDLE).count(),
         "chosen_keys": ", ".join(chosen_keys(request.GET)),  # a link from the query pages may choose them

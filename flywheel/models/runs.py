@@ -10,6 +10,12 @@ from flywheel.models.exploration import RunStatus
 from flywheel.models.trajectories import Line
 
 
+class ModelVersionQuerySet(models.QuerySet):
+    def policies(self):
+        """The versions a line, a loop or the benchmark may be offered as the policy that acts."""
+        return self.exclude(kind__in=ModelVersion.NOT_POLICIES)
+
+
 class ModelVersion(models.Model):
     """A policy/judge/Teacher model and how it is served.
 
@@ -25,9 +31,13 @@ class ModelVersion(models.Model):
         CHECKPOINT = "checkpoint", "Trained checkpoint (not served)"
         # A compact candidate-ranking head (issue #16): served in-process from its artifact directory.
         COMPACT = "compact", "Compact ranking policy (in-process)"
+        # A step-level reward model (issue #39): rates a trajectory's steps (eq. 4), never acts.
+        REWARD_MODEL = "reward_model", "Step reward model (in-process)"
+
+    NOT_POLICIES = (Kind.REWARD_MODEL,)
 
     name = models.CharField(max_length=200, unique=True)
-    kind = models.CharField(max_length=10, choices=Kind, default=Kind.OFFLINE)
+    kind = models.CharField(max_length=16, choices=Kind, default=Kind.OFFLINE)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="children")
     # Not a URLField: its validator refuses single-label hosts (http://gpu-host:8000/v1); this one
@@ -42,8 +52,14 @@ class ModelVersion(models.Model):
     health_checked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = ModelVersionQuerySet.as_manager()
+
     def __str__(self):
         return self.name
+
+    @property
+    def is_policy(self) -> bool:
+        return self.kind not in self.NOT_POLICIES
 
 
 WORK_KIND_PREFIX = "collect:run:"  # a run's work items are of kind "collect:run:<run id>"

@@ -20,7 +20,10 @@ def default_policy_version():
 
 
 def unservable_reason(model_version) -> str:
-    """Why the version cannot act on a phone ("" when it can): a trained checkpoint is not served yet."""
+    """Why the version cannot act on a phone ("" when it can): a trained checkpoint is not served yet;
+    a step reward model rates steps and never acts."""
+    if model_version is not None and not model_version.is_policy:
+        return f"{model_version.name} is a {model_version.get_kind_display().lower()}: it rates steps, it does not act"
     if model_version is not None and model_version.kind == ModelVersion.Kind.CHECKPOINT:
         return (f"{model_version.name} is a trained checkpoint that is not served yet: serve it with the vLLM "
                 "recipe on its model page and register its endpoint")

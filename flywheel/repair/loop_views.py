@@ -30,7 +30,7 @@ PATH_LABELS = {"step": "Teacher step correction", "human": "Human repair", "rqa"
 def _chosen_version(value: str) -> ModelVersion | None:
     if not value:
         return None
-    version = ModelVersion.objects.filter(pk=row_id(value)).first() if row_id(value) else None
+    version = ModelVersion.objects.policies().filter(pk=row_id(value)).first() if row_id(value) else None
     if version is None:
         raise ValidationError(f"no model version {value!r}")
     return version
@@ -51,7 +51,7 @@ def loop_list(request):
     trainer, why = load_trainer()
     return render(request, "flywheel/loops.html", {
         "loops": EvolutionLoop.objects.select_related("model_version", "created_by")[:50],
-        "versions": ModelVersion.objects.order_by("name"), "defaults": {k: v[1] for k, v in LOOP_FIELDS.items()},
+        "versions": ModelVersion.objects.policies().order_by("name"), "defaults": {k: v[1] for k, v in LOOP_FIELDS.items()},
         "limits": LOOP_FIELDS, "pools": pool_sizes(), "pool_ready": select_queries({"pool": "rl"}).exists(),
         # a bool: a template would call the trainer itself (a callable) and find it falsy
         "empty_pool": EMPTY_POOL, "trainer": trainer is not None, "no_trainer": why,
