@@ -28,7 +28,8 @@ DEFAULTS = {
            "freeze_projector": True, "save_every": 50, "seed": 0, "image_max_pixels": 200704,
            "queries_per_iteration": 8, "group_size": 8, "max_rollout_steps": 20, "screenshots_k": 5,
            "lambda": 1.0, "advantage": "grpo", "clip_epsilon": 0.2, "kl_coef": 0.04, "ppo_epochs": 1,
-           "importance_ratio": "sequence", "step_reward_source": MAJORITY, "batching": "trajectory",
+           "importance_ratio": "sequence", "step_reward_source": MAJORITY, "step_reward_model": "",
+           "batching": "trajectory",
            "judge_passes": 5, "useful_range": [0.0, 1.0], "fallback_cap": 2, "pi_old_tolerance": 0.05,
            "curriculum": {"progress": None, "iterations": 10, "temperature": 0.25}, **SPEED},
 }
@@ -87,6 +88,8 @@ _RL_PROPERTIES = {
     "importance_ratio": {"enum": list(IMPORTANCE_RATIOS)},
     # Where the step rewards come from: eq. 4's majority or Xiaomi-GUI-0 §4.3's cascade (training/step_judge.py).
     "step_reward_source": {"enum": list(STEP_REWARD_SOURCES)},
+    # The step reward model version (its name) when the source is reward_model (ClawGUI §3.2).
+    "step_reward_model": {"type": "string", "maxLength": 200},
     # The update's micro-batches: a trajectory's turns in order, or turns across trajectories (Xiaomi-GUI-0 §4.4).
     "batching": {"enum": ["trajectory", "turn"]},   # the trainer's own copy: training/trainer/turns.BATCHINGS
     "useful_range": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1},
@@ -129,9 +132,6 @@ def validate_config(stage: str, raw) -> dict:
     misplaced = [key for key in unknown if key in _MODEL["properties"]]
     if misplaced:  # {"tiny": {}} at the top: it names the model, so it goes under "model"
         raise ConfigError(f"{misplaced[0]!r} names the model and goes under \"model\": {MODEL_EXAMPLE}")
-    if stage == "rl" and raw.get("step_reward_source") == REWARD_MODEL:   # named in the issue; not built yet
-        raise ConfigError(f"step_reward_source: a step-level reward model is not available yet; one of "
-                          f"{', '.join(STEP_REWARD_SOURCES)}")
     if unknown:
         known = ", ".join(sorted(schema(stage)["properties"]))
         raise ConfigError(f"unknown configuration key {unknown[0]!r} for a {stage} run (known keys: {known})")
@@ -146,6 +146,11 @@ def validate_config(stage: str, raw) -> dict:
     config = {**copy.deepcopy(COMMON), **copy.deepcopy(DEFAULTS[stage]), **copy.deepcopy(raw)}
     if stage == "rl":
         config["curriculum"] = {**DEFAULTS["rl"]["curriculum"], **(raw.get("curriculum") or {})}
+        if (config["step_reward_source"] == REWARD_MODEL) != bool(config["step_reward_model"]):
+            raise ConfigError("step_reward_model: name the trained step reward model version that rates the steps "
+                              "when step_reward_source is reward_model" if config["step_reward_source"] == REWARD_MODEL
+                              else "step_reward_model: a reward model rates the steps only when step_reward_source "
+                                   "is reward_model")
         low, high = config["useful_range"]
         if low > high:
             raise ConfigError(f"useful_range: the low end {low} is above the high end {high}")

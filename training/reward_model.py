@@ -245,6 +245,22 @@ def _head_of(version: ModelVersion) -> RewardHead:
     return load_head(version.artifact)
 
 
+def trained_reward_model(name: str) -> ModelVersion:
+    """The step reward model version named `name`, trained and ready to rate steps; ValueError saying
+    what is missing (an RL run's step_reward_model is checked when the run is created and used)."""
+    version = ModelVersion.objects.filter(name=name).first()
+    if version is None:
+        raise ValueError(f"no model version is named {name!r}: train a step reward model first")
+    if version.kind != ModelVersion.Kind.REWARD_MODEL:
+        raise ValueError(f"{name} is a {version.get_kind_display().lower()}, not a step reward model")
+    try:
+        _head_of(version)
+    except (RewardModelError, OSError) as error:
+        raise ValueError(f"{name} cannot rate steps yet ({status_of(version).get('state', 'not trained')}): "
+                         f"{error}") from None
+    return version
+
+
 def reward_model_step_probabilities(version: ModelVersion, steps: Sequence[Step]) -> list[float]:
     """p(the step was right) for each Step row given (each must carry an action: executed, or
     blocked by the audit); the rows may come from several trajectories."""

@@ -107,7 +107,7 @@ def scored_rollouts(rollouts: list[Trajectory], left_out: Counter) -> list[Traje
 def judged_groups(run, lam: float = 1.0, advantage: str = "grpo", passes: int = DEFAULT_PASSES,
                   useful: tuple[float, float] = (0.0, 1.0), fallback_cap: int = 1, alpha: float = ALPHA,
                   gamma: float = 0.95, judge=USE_CONFIGURED,
-                  step_reward_source: str = MAJORITY) -> tuple[list[Group], Counter]:
+                  step_reward_source: str = MAJORITY, reward_model=None) -> tuple[list[Group], Counter]:
     """Every group of the run filtered, judged and given advantages; and what was left out, and why.
 
     Usefulness is read from the verdicts before any judging, so a dropped group costs no judge call.
@@ -116,7 +116,7 @@ def judged_groups(run, lam: float = 1.0, advantage: str = "grpo", passes: int = 
         raise ValueError(f"{run} is not an RL run (line {run.line!r})")
     if advantage not in ADVANTAGES:
         raise ValueError(f"unknown advantage {advantage!r}: one of {', '.join(ADVANTAGES)}")
-    check_step_reward_source(step_reward_source)
+    check_step_reward_source(step_reward_source, reward_model)
     low, high = useful
     version = resolve_judge(judge)
     left_out: Counter = Counter()
@@ -133,7 +133,8 @@ def judged_groups(run, lam: float = 1.0, advantage: str = "grpo", passes: int = 
         if not group.dropped:
             conditions = query_conditions(query, version)
             group.members = [judge_trajectory(t, passes=passes, judge=version, alpha=alpha, conditions=conditions,
-                                              step_reward_source=step_reward_source) for t in members]
+                                              step_reward_source=step_reward_source, reward_model=reward_model)
+                             for t in members]
             group.advantages = group_advantages(
                 advantage, [j.reward for j in group.members], [j.step_rewards for j in group.members],
                 anchors=[j.anchors for j in group.members], lam=lam, gamma=gamma)
@@ -257,16 +258,19 @@ def summary(groups: list[Group], left_out: Counter, rows: list[dict], stats: Cou
 def rollout_rows(run, out_dir, lam: float = 1.0, advantage: str = "grpo", passes: int = DEFAULT_PASSES,
                  useful: tuple[float, float] = (0.0, 1.0), fallback_cap: int = 1, alpha: float = ALPHA,
                  gamma: float = 0.95, k: int | None = None, judge=USE_CONFIGURED,
-                 step_reward_source: str = MAJORITY) -> tuple[list[dict], dict]:
+                 step_reward_source: str = MAJORITY, reward_model=None) -> tuple[list[dict], dict]:
     """The rollouts.jsonl rows of an RL run (their screenshots written to out_dir/images/) and the stats."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     groups, left_out = judged_groups(run, lam=lam, advantage=advantage, passes=passes, useful=useful,
                                      fallback_cap=fallback_cap, alpha=alpha, gamma=gamma, judge=judge,
-                                     step_reward_source=step_reward_source)
+                                     step_reward_source=step_reward_source, reward_model=reward_model)
     stats: Counter = Counter()
     rows = _rows(groups, screenshot_window(run, k), out_dir, stats)
-    return rows, summary(groups, left_out, rows, stats, advantage, passes, step_reward_source)
+    result = summary(groups, left_out, rows, stats, advantage, passes, step_reward_source)
+    if reward_model is not None:
+        result["step_reward_model"] = reward_model.name
+    return rows, result
 
 
 def _write_jsonl(rows: list[dict], path: Path) -> None:
@@ -278,19 +282,20 @@ def _write_jsonl(rows: list[dict], path: Path) -> None:
 def build_rollouts(run, out_dir, lam: float = 1.0, advantage: str = "grpo", passes: int = DEFAULT_PASSES,
                    useful: tuple[float, float] = (0.0, 1.0), fallback_cap: int = 1, alpha: float = ALPHA,
                    gamma: float = 0.95, k: int | None = None, judge=USE_CONFIGURED,
-                   step_reward_source: str = MAJORITY) -> dict:
+                   step_reward_source: str = MAJORITY, reward_model=None) -> dict:
     """Write out_dir/rollouts.jsonl (and images/) for an RL run; the stats of what went in and why.
 
     lam: λ of eq. 5 (ω for gigpo); advantage: "grpo" | "gigpo"; passes: judge passes per rollout;
     useful: the success-rate range [low, high] a group must lie in; fallback_cap: at most this many
     earlier successes replace failures of a group without one; alpha: eq. 3's α; gamma: GiGPO's
     discount; k: screenshots per prompt (default: as collected); judge: an endpoint ModelVersion,
-    None for the rules alone, default the configured judge; step_reward_source: "majority" (eq. 4)
-    or "cascade" (Xiaomi-GUI-0 §4.3).
+    None for the rules alone, default the configured judge; step_reward_source: "majority" (eq. 4),
+    "cascade" (Xiaomi-GUI-0 §4.3) or "reward_model" (ClawGUI §3.2: `reward_model`, a trained step
+    reward model version, rates each step).
     """
     rows, stats = rollout_rows(run, out_dir, lam=lam, advantage=advantage, passes=passes, useful=useful,
                                fallback_cap=fallback_cap, alpha=alpha, gamma=gamma, k=k, judge=judge,
-                               step_reward_source=step_reward_source)
+                               step_reward_source=step_reward_source, reward_model=reward_model)
     _write_jsonl(rows, Path(out_dir) / ROLLOUTS_FILE)
     return stats
 

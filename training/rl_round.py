@@ -16,8 +16,9 @@ from flywheel.collection.launch import launch_run
 from flywheel.models import CollectionRun, Line, RlQueryEntry, RlRollout, Trajectory
 from flywheel.rules.stops import StopKind
 from training.models import TrainingRun
+from training.reward_model import trained_reward_model
 from training.rules.curriculum import sample_queries, sampling_weights, smoothed_success_rate
-from training.rules.rewards import MAJORITY
+from training.rules.rewards import MAJORITY, REWARD_MODEL
 from training.runs import RunError
 from training.supervisor import cancel_requested, set_phase
 
@@ -116,6 +117,16 @@ def endpoint_failures(collection: CollectionRun) -> None:
                        f"#{collection.pk} (last: {last[:150]}); nothing was learnt from them")
 
 
+def _step_reward_model(config: dict):
+    """The step reward model version that rates the rollouts' steps (source reward_model), else None."""
+    if config.get("step_reward_source") != REWARD_MODEL:
+        return None
+    try:
+        return trained_reward_model(config.get("step_reward_model") or "")
+    except ValueError as error:  # deleted or retrained away since the run was created
+        raise RunError(f"step_reward_model: {error}") from None
+
+
 def poll_rollouts(run: TrainingRun, run_dir: Path) -> tuple[str, Path | None]:
     """One look at the run's rollouts: (WAITING, None) while they are collected and judged — the
     task asks again later instead of holding a worker the rollouts themselves need —, (CANCELLED,
@@ -141,7 +152,8 @@ def poll_rollouts(run: TrainingRun, run_dir: Path) -> tuple[str, Path | None]:
                            advantage=config["advantage"], passes=int(config["judge_passes"]),
                            useful=tuple(config["useful_range"]), fallback_cap=int(config["fallback_cap"]),
                            # a run configured before the key existed keeps eq. 4's majority
-                           step_reward_source=config.get("step_reward_source", MAJORITY))
+                           step_reward_source=config.get("step_reward_source", MAJORITY),
+                           reward_model=_step_reward_model(config))
     set_phase(run, "update", rl_run=collection.pk, rollouts=stats, waiting=False)
     if not stats.get("rows"):
         set_phase(run, "update", rl_run=collection.pk, rollouts=stats, waiting=False, no_signal=NO_USEFUL_GROUP)

@@ -16,6 +16,7 @@ from flywheel.models import ModelVersion
 from flywheel.policies import unservable_reason
 from training.config import MODEL_EXAMPLE, ConfigError, validate_config
 from training.models import DataSnapshot, TrainingRun
+from training.rules.rewards import REWARD_MODEL
 
 log = logging.getLogger(__name__)
 SNAPSHOT_KIND = {"cpt": "cpt", "sft": "sft", "rl": "rl"}
@@ -75,6 +76,13 @@ def create_run(stage: str, config=None, *, user=None, snapshot: DataSnapshot | N
         raise RunError("an RL run rolls out a policy: choose the base model version whose rollouts it learns from")
     if stage == "rl" and not config.get("rl_run") and unservable_reason(base_model):
         raise RunError(f"its rollouts need a policy that acts: {unservable_reason(base_model)}")
+    if stage == "rl" and config["step_reward_source"] == REWARD_MODEL:
+        from training.reward_model import trained_reward_model  # it builds on this module
+
+        try:
+            trained_reward_model(config["step_reward_model"])
+        except ValueError as error:
+            raise RunError(f"step_reward_model: {error}") from None
     config["model"] = model_spec(config, base_model)
     if not config["model"]:
         raise ConfigError(f"model: choose a base model version with a checkpoint, or write {MODEL_EXAMPLE}")

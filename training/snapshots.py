@@ -36,6 +36,7 @@ from training.exports.chat import (
     trajectory_samples,
 )
 from training.exports.rl_parquet import read_rows, rl_row, write_parquet
+from training.high_frequency_cap import DEFAULT_CAP, cap_high_frequency, validate_cap
 from training.models import DataSnapshot
 from training.rules.mixture import DEFAULT_KEY, mix, validate_ratios
 from training.rules.screen_corpora import validate_corpora
@@ -44,7 +45,8 @@ from training.single_judge import SINGLE_JUDGE_SOURCE, SYSTEMS, single_judge_row
 
 log = logging.getLogger(__name__)
 
-SETTINGS = ("sources", "k", "seed", "limit", "counterfactual_queries", "success_judge", "corpora")
+SETTINGS = ("sources", "k", "seed", "limit", "counterfactual_queries", "success_judge", "corpora",
+            "high_frequency_cap")
 MAX_K = 32
 RL_STATES = (RlQueryEntry.State.ACTIVE, RlQueryEntry.State.BANKED)
 # The sources a mixture may name per kind (RL channels are free text).
@@ -92,8 +94,10 @@ def validate_config(kind: str, config: dict | None) -> dict:
     corpora = validate_corpora(config.get("corpora"))  # screen corpora (training/screen_corpora.py)
     if corpora and kind == DataSnapshot.Kind.RL:
         raise ValueError("corpora apply to CPT and SFT snapshots only (an RL snapshot holds queries, not frames)")
+    # Trajectories (RL: queries) per high-frequency function (training/high_frequency_cap.py).
+    cap = validate_cap(config.get("high_frequency_cap", DEFAULT_CAP))
     return {"sources": sources, "k": k, "seed": seed, "limit": limit, "counterfactual_queries": counterfactual,
-            "success_judge": judge, "corpora": corpora}
+            "success_judge": judge, "corpora": corpora, "high_frequency_cap": cap}
 
 
 def _integer(value, key, low, high):
@@ -191,6 +195,9 @@ def build_snapshot(snapshot: DataSnapshot) -> DataSnapshot:
         stats.update(held_out_excluded=held_out, pool_rows=_count_by(snapshot.kind, rows), k=config["k"])
         if not config["counterfactual_queries"]:
             stats["counterfactual_excluded"] = derived
+        rows, capped = cap_high_frequency(snapshot.kind, rows, config["high_frequency_cap"], config["seed"])
+        if capped:
+            stats["high_frequency"] = capped
         if not rows:
             return _finish(snapshot, DataSnapshot.Status.EMPTY, stats=stats, error=EMPTY_POOL[snapshot.kind])
         by_source = {}

@@ -25,8 +25,9 @@ reduced to levels — parse, execution, rules, judge — with the judge asked on
 rules passed, and the same majority over passes. The cascade also rewards what the policy answered but
 never ran: a last step whose output did not parse (the trajectory stopped on POLICY_ERROR; its raw
 text is what is trained on) or whose action the executor could not carry out (ACTION_FAILED). Eq. 3's
-T counts the policy's actions either way, so the trajectory reward does not depend on the source. A
-third source, a step-level reward model, plugs in at `judge_trajectory`'s source dispatch.
+T counts the policy's actions either way, so the trajectory reward does not depend on the source.
+"reward_model" (ClawGUI §3.2's process reward): a trained step reward model version
+(training/reward_model.py) rates each policy step +1 / 0 / −1 from its probability band.
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ from flywheel.judging.system_b import milestone_progress
 from flywheel.policies.protocol import AGENT_STOPS
 from flywheel.rules.repetition import same_action
 from training.policy_outputs import ended_on_output
+from training.reward_model import reward_model_step_rewards
 from training.rules.rewards import (
     ALPHA,
     CASCADE,
@@ -122,12 +124,12 @@ def policy_steps(trajectory, steps=None) -> list:
     return chosen
 
 
-def check_step_reward_source(source: str) -> None:
-    if source == REWARD_MODEL:
-        raise ValueError("the step-level reward model (ClawGUI §3.2) is not available as a step reward source "
-                         f"yet: use one of {', '.join(STEP_REWARD_SOURCES)}")
+def check_step_reward_source(source: str, reward_model=None) -> None:
     if source not in STEP_REWARD_SOURCES:
         raise ValueError(f"unknown step reward source {source!r}: one of {', '.join(STEP_REWARD_SOURCES)}")
+    if source == REWARD_MODEL and reward_model is None:
+        raise ValueError("the step reward source reward_model needs the trained step reward model version "
+                         "that rates the steps")
 
 
 def _is_blocked(step) -> bool:
@@ -281,13 +283,14 @@ def resolve_judge(judge=USE_CONFIGURED):
 
 def judge_trajectory(trajectory, passes: int = DEFAULT_PASSES, judge=USE_CONFIGURED,
                      alpha: float = ALPHA, conditions: Conditions | None = None,
-                     step_reward_source: str = MAJORITY) -> Judgement:
+                     step_reward_source: str = MAJORITY, reward_model=None) -> Judgement:
     """Eq. 3's reward and the step rewards (eq. 4's majority, or the cascade) of one finished rollout
     (its verdict decided). `conditions`: the query's, when the caller judges a whole group
-    (query_conditions)."""
+    (query_conditions). `reward_model`: the step reward model version that rates the steps when the
+    source is "reward_model" (ClawGUI §3.2; eq. 3 still comes from the milestones and the verdict)."""
     if passes < 1:
         raise ValueError(f"passes must be at least 1, not {passes}")
-    check_step_reward_source(step_reward_source)
+    check_step_reward_source(step_reward_source, reward_model)
     version = resolve_judge(judge)
     view = trajectory_view(trajectory)
     steps = list(trajectory.steps.order_by("index"))
@@ -317,7 +320,9 @@ def judge_trajectory(trajectory, passes: int = DEFAULT_PASSES, judge=USE_CONFIGU
     if step_reward_source == CASCADE:
         rewards, failed_levels, judge_name = cascade_step_rewards(version, view, samples, facts, ended, held,
                                                                   passes, notes)
-    else:   # MAJORITY; a step-level reward model (REWARD_MODEL) becomes a branch of its own here
+    elif step_reward_source == REWARD_MODEL:   # the model rates each step; no judge pass is made
+        rewards, judge_name = (reward_model_step_rewards(reward_model, samples) if samples else []), reward_model.name
+    else:   # MAJORITY
         ratings, judge_name = judge_passes(version, view, samples, held, passes, notes)
         rewards = majority_step_rewards([[step_reward(f, rated.get(s.index)) for f, s in zip(facts, samples)]
                                          for rated in ratings]) if samples else []

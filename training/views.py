@@ -99,7 +99,8 @@ def snapshot_detail(request, snapshot_id):
     return render(request, "training/snapshot.html", {
         "snapshot": snapshot, "preview": _preview(snapshot), "runs": snapshot.training_runs.all()[:50],
         "by_source": sorted((snapshot.stats.get("by_source") or {}).items()),
-        "skipped": (snapshot.stats.get("skipped") or [])[:50], "corpora": corpus_mixture(snapshot)})
+        "skipped": (snapshot.stats.get("skipped") or [])[:50], "corpora": corpus_mixture(snapshot),
+        "high_frequency": snapshot.stats.get("high_frequency")})
 
 
 def _preview(snapshot: DataSnapshot) -> list[dict]:

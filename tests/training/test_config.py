@@ -72,8 +72,12 @@ def test_the_step_reward_source_and_the_batching_are_rl_keys():
     assert (rl["step_reward_source"], rl["batching"]) == ("majority", "trajectory")   # what RL did before
     chosen = validate_config("rl", {"step_reward_source": "cascade", "batching": "turn"})
     assert (chosen["step_reward_source"], chosen["batching"]) == ("cascade", "turn")
-    with pytest.raises(ConfigError, match="step_reward_source: a step-level reward model is not available yet"):
+    with pytest.raises(ConfigError, match="step_reward_model: name the trained step reward model"):
         validate_config("rl", {"step_reward_source": "reward_model"})
+    with pytest.raises(ConfigError, match="only when step_reward_source is reward_model"):
+        validate_config("rl", {"step_reward_model": "prm-1"})
+    named = validate_config("rl", {"step_reward_source": "reward_model", "step_reward_model": "prm-1"})
+    assert (named["step_reward_source"], named["step_reward_model"]) == ("reward_model", "prm-1")
     with pytest.raises(ConfigError, match="step_reward_source"):
         validate_config("rl", {"step_reward_source": "vote"})
     with pytest.raises(ConfigError, match="batching"):

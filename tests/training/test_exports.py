@@ -273,7 +273,7 @@ def test_the_same_rows_and_config_give_the_same_hash_and_tampering_is_found():
     manifest = json.loads((Path(first.directory) / "manifest.json").read_text())
     assert manifest["content_hash"] == first.content_hash and manifest["protocol"] == {"k": 2}
     assert manifest["config"] == {"sources": {}, "k": 2, "seed": 0, "limit": None, "counterfactual_queries": True,
-                                  "success_judge": None, "corpora": {}}
+                                  "success_judge": None, "corpora": {}, "high_frequency_cap": 8}
     image = next(iter(manifest["images"]))
     (Path(first.directory) / image).write_bytes(frame("tampered"))
     problems = verify_snapshot(first)
@@ -507,3 +507,38 @@ def test_a_target_keeps_only_the_protocols_fields():
     for target in (opened, swiped):
         assert parse_output(format_output(cot(1), target), screen=(36, 80)).action["action"] == target["action"]
 
+
+
+def test_high_frequency_trajectories_are_capped_per_function_and_the_page_says_so(client_as):
+    """Xiaomi-GUI-0 §3.1: a function's several entry-point trajectories, at most `high_frequency_cap` of
+    them per function in a snapshot (seeded per function); every other query's rows untouched."""
+    groups = {"hf-1": [], "hf-2": []}
+    for group, paths in (("hf-1", 3), ("hf-2", 1)):
+        for path in range(paths):
+            query = make_query(f"Open the note ({group} path {path})")
+            query.labels = {"high_frequency": {"function": int(group[-1]), "group": group, "path": f"p{path}"}}
+            query.save(update_fields=["labels"])
+            for _ in range(2):
+                groups[group].append(make_trajectory(query, n_steps=1))
+    others = [make_trajectory(n_steps=1) for _ in range(3)]
+    for trajectory in [*groups["hf-1"], *groups["hf-2"], *others]:
+        sft(trajectory)
+        step = trajectory.steps.get()
+        CptEntry.objects.create(step=step, screenshot=step.screenshot.name, action=step.executed_action)
+    snapshot = create_snapshot("sft", {"high_frequency_cap": 4, "seed": 3})
+    kept = {row["meta"]["trajectory"] for row in load_chat(snapshot)}
+    assert {t.pk for t in others} <= kept and {t.pk for t in groups["hf-2"]} <= kept
+    assert len(kept & {t.pk for t in groups["hf-1"]}) == 4 and len(kept) == 3 + 2 + 4
+    assert snapshot.stats["high_frequency"] == {
+        "cap": 4, "functions": 2, "collected": 8, "kept": 6, "rows_left_out": 2,
+        "by_function": [{"group": "hf-1", "collected": 6, "kept": 4}, {"group": "hf-2", "collected": 2, "kept": 2}]}
+    again = create_snapshot("sft", {"high_frequency_cap": 4, "seed": 3})
+    assert again.content_hash == snapshot.content_hash
+    cpt = create_snapshot("cpt", {"high_frequency_cap": 4, "seed": 3})    # a CPT row is a step: capped by trajectory
+    assert {row["meta"]["trajectory"] for row in load_chat(cpt)} == kept
+    assert create_snapshot("sft", {"high_frequency_cap": None}).row_count == 11   # null: no cap
+    assert create_snapshot("sft", {}).row_count == 11                             # the default, 8, is above 6
+    with pytest.raises(ValueError, match="high_frequency_cap must be a whole number"):
+        create_snapshot("sft", {"high_frequency_cap": 0})
+    page = client_as("manager").get(f"/training/snapshots/{snapshot.pk}/").content.decode()
+    assert 'data-testid="high-frequency"' in page and "capped at 4 per function" in page and "6 of 8 kept" in page

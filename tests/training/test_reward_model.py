@@ -35,6 +35,8 @@ from training.rules.process_reward import (
     process_reward,
     step_confusion,
 )
+from training.runs import RunError, create_run
+from training.step_judge import judge_trajectory
 from training.tasks import train_reward_model_task
 
 SETTINGS, NOTES, LAUNCHER = "com.android.settings", "com.example.notes", "com.android.launcher3"
@@ -314,3 +316,27 @@ def test_the_command_trains_here_and_prints_the_held_out_figures(world, torch):
     call_command("train_reward_model", "prm-cli", "--inline", "--seed", "1", stdout=out)
     version = ModelVersion.objects.get(name="prm-cli")
     assert metrics_of(version)["seed"] == 1 and "prm-cli: trained; held-out steps" in out.getvalue()
+
+
+def test_a_trained_reward_model_rates_an_rl_rollouts_steps_and_runs_name_it(world, torch):
+    """Eq. 4's step rewards from the model (the step-reward source "reward_model"); an RL run names a
+    trained step reward model, checked when it is created."""
+    call_command("train_reward_model", "prm-rl", "--inline", stdout=io.StringIO())
+    version = ModelVersion.objects.get(name="prm-rl")
+    fresh = Trajectory.objects.create(query=world["success"][0].query, line="rl", status="completed", verdict="false")
+    for index, (shown, action) in enumerate([(HOME, tap(HOME, 0)), (MAIN, tap(MAIN, 2)), (NOTEPAD, FAILURE)]):
+        Step.objects.create(trajectory=fresh, index=index, hierarchy=store_blob(screen(*shown).encode(), "xml"),
+                            foreground_package=shown[0], timings={"screen": list(SCREEN)}, executed_action=action)
+    judged = judge_trajectory(fresh, judge=None, step_reward_source="reward_model", reward_model=version)
+    assert judged.step_rewards == reward_model_step_rewards(version, judged.samples) and judged.judge == "prm-rl"
+    assert judged.step_rewards[:2] == [1, -1] and judged.step_reward_source == "reward_model"
+    base = {"model": {"tiny": {}}, "rl_run": 1, "step_reward_source": "reward_model"}
+    policy = ModelVersion.objects.create(name="a-policy", kind="offline")
+    for name, why in (("nope", "no model version is named 'nope'"), (policy.name, "not a step reward model")):
+        with pytest.raises(RunError, match=why):
+            create_run("rl", {**base, "step_reward_model": name}, launch=False)
+    untrained = launch_reward_model_training("prm-queued", launch=False)
+    with pytest.raises(RunError, match="prm-queued cannot rate steps yet"):
+        create_run("rl", {**base, "step_reward_model": untrained.name}, launch=False)
+    run = create_run("rl", {**base, "step_reward_model": "prm-rl"}, launch=False)
+    assert run.config["step_reward_model"] == "prm-rl"

@@ -397,9 +397,9 @@ def test_the_majority_source_is_unchanged_and_says_so(cascade_run, tmp_path):
     assert {row["extra_fields"]["step_reward_source"] for row in read_rows(tmp_path / "verl.jsonl")} == {"cascade"}
 
 
-def test_a_step_reward_model_is_refused_until_it_exists(cascade_run, tmp_path):
+def test_the_reward_model_source_needs_its_model_and_an_unknown_source_is_refused(cascade_run, tmp_path):
     run, rows = cascade_run
-    with pytest.raises(ValueError, match="reward model .* not available"):
+    with pytest.raises(ValueError, match="needs the trained step reward model version"):
         build_rollouts(run, tmp_path, judge=None, step_reward_source="reward_model")
     with pytest.raises(ValueError, match="unknown step reward source 'vote'"):
         judge_trajectory(rows["S"], judge=None, step_reward_source="vote")

@@ -135,8 +135,8 @@ def step_reward(facts: StepFacts, judge_rating: int | None = None) -> int:
 # Where an RL run's step rewards come from (the run config's "step_reward_source").
 MAJORITY = "majority"          # eq. 4 per judge pass, the majority over the passes (the default)
 CASCADE = "cascade"            # Xiaomi-GUI-0 §4.3's cascade reward, the majority over the passes
-REWARD_MODEL = "reward_model"  # a step-level reward model (ClawGUI §3.2): not built yet, refused by name
-STEP_REWARD_SOURCES = (MAJORITY, CASCADE)
+REWARD_MODEL = "reward_model"  # a trained step-level reward model rates each step (ClawGUI §3.2)
+STEP_REWARD_SOURCES = (MAJORITY, CASCADE, REWARD_MODEL)
 
 # Xiaomi-GUI-0 §4.3: "a cascade reward that checks response requirements hierarchically and exits at
 # the first failure. Rule-based checks reject malformed responses before LLM-as-judge checks".
