@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up central phone-host worker model-host test test-fast install install-training clean-venv flywheel-demo vlm-loop judges realphone
+.PHONY: up central phone-host worker model-host test test-fast install install-training clean-venv flywheel-demo vlm-loop judges realphone recipe
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -64,3 +64,7 @@ judges: $(STAMP)
 # Issue #36: the farm's task set in real-phone mode (no farm-only request, hand-back samples, recipes).
 realphone: $(STAMP)
 	$(PY) perf/realphone.py
+
+# Issue #39: corpora, explanations, high-frequency data, the step reward model and a GSPO update, on the farm.
+recipe: $(STAMP) $(TRAINING_STAMP)
+	$(PY) perf/recipe.py

@@ -11,6 +11,7 @@ changes what another keeps, and the same pool and seed give the same rows.
 """
 from __future__ import annotations
 
+from flywheel.models import FunctionNode
 from flywheel.queries.high_frequency import group_of
 from training.models import DataSnapshot
 from training.rules.mixture import cap_per_group
@@ -40,19 +41,24 @@ def validate_cap(value) -> int | None:
 def cap_high_frequency(kind: str, rows: list, cap: int | None, seed: int) -> tuple[list, dict]:
     """The rows with at most `cap` units per high-frequency function group, and what the cap did
     ({} when no row belongs to such a group)."""
-    units, groups = {}, {}
+    units, groups, functions = {}, {}, {}
     for row in rows:
         unit, query = _unit(kind, row)
         group = group_of(query.labels)
         if group is not None and unit.pk not in units:
             units[unit.pk] = group
             groups.setdefault(group, []).append(unit.pk)
+            functions.setdefault(group, query.labels["high_frequency"].get("function"))
     if not groups:
         return rows, {}
     kept = set(units) if cap is None else set(
         cap_per_group(list(units), units.get, cap, seed))
     capped = [row for row in rows if (pk := _unit(kind, row)[0].pk) not in units or pk in kept]
-    by_function = sorted(({"group": group, "collected": len(members), "kept": sum(pk in kept for pk in members)}
-                          for group, members in groups.items()), key=lambda row: (-row["collected"], row["group"]))
+    names = {node.pk: f"{node.app.display_label}: {node.label or node.path}" for node in
+             FunctionNode.objects.filter(pk__in=[pk for pk in functions.values() if isinstance(pk, int)])
+             .select_related("app")}
+    by_function = sorted(({"group": group, "function": names.get(functions[group], ""), "collected": len(members),
+                           "kept": sum(pk in kept for pk in members)} for group, members in groups.items()),
+                         key=lambda row: (-row["collected"], row["group"]))
     return capped, {"cap": cap, "functions": len(groups), "collected": len(units), "kept": len(kept),
                     "rows_left_out": len(rows) - len(capped), "by_function": by_function[:FUNCTIONS_SHOWN]}

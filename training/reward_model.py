@@ -190,13 +190,19 @@ def train_reward_model(version_id: int, *, epochs: int = DEFAULT_EPOCHS) -> str:
     return "done"
 
 
-def prm_step_accuracy(seed: int = 0, epochs: int = DEFAULT_EPOCHS,
-                      max_steps: int = reward_data.DEFAULT_MAX_STEPS) -> float | None:
+def prm_held_out(seed: int = 0, epochs: int = DEFAULT_EPOCHS,
+                 max_steps: int = reward_data.DEFAULT_MAX_STEPS) -> dict:
     """Trains on the database as it is now (in a temporary directory, no model version is made)
-    and returns the held-out step accuracy (None when no step is held out)."""
+    and returns the held-out figures (accuracy, majority_share, steps, counts...)."""
     dataset = reward_data.build_dataset(max_steps=max_steps)
     with tempfile.TemporaryDirectory(prefix="prm-") as scratch:
-        return fit(dataset, Path(scratch), seed=seed, epochs=epochs)["held_out"]["accuracy"]
+        return fit(dataset, Path(scratch), seed=seed, epochs=epochs)["held_out"]
+
+
+def prm_step_accuracy(seed: int = 0, epochs: int = DEFAULT_EPOCHS,
+                      max_steps: int = reward_data.DEFAULT_MAX_STEPS) -> float | None:
+    """The held-out step accuracy of prm_held_out (None when no step is held out)."""
+    return prm_held_out(seed, epochs, max_steps)["accuracy"]
 
 
 # -- serving -----------------------------------------------------------------------------------------

@@ -531,7 +531,8 @@ def test_high_frequency_trajectories_are_capped_per_function_and_the_page_says_s
     assert len(kept & {t.pk for t in groups["hf-1"]}) == 4 and len(kept) == 3 + 2 + 4
     assert snapshot.stats["high_frequency"] == {
         "cap": 4, "functions": 2, "collected": 8, "kept": 6, "rows_left_out": 2,
-        "by_function": [{"group": "hf-1", "collected": 6, "kept": 4}, {"group": "hf-2", "collected": 2, "kept": 2}]}
+        "by_function": [{"group": "hf-1", "function": "", "collected": 6, "kept": 4},
+                        {"group": "hf-2", "function": "", "collected": 2, "kept": 2}]}
     again = create_snapshot("sft", {"high_frequency_cap": 4, "seed": 3})
     assert again.content_hash == snapshot.content_hash
     cpt = create_snapshot("cpt", {"high_frequency_cap": 4, "seed": 3})    # a CPT row is a step: capped by trajectory

@@ -166,7 +166,7 @@ def test_the_trajectory_and_repair_pages_show_the_explanation(client_as, client)
     apply_correction(repair, TAP_BLUETOOTH, cot, by="human", user=alice)
     page = client_as("manager").get(f"/trajectories/{repair.trajectory_id}/").content.decode()
     assert 'data-testid="error-explanation"' in page and "Why step 1 was wrong" in page
-    assert "I tapped the row under Bluetooth." in page and "written by annotator" in page
+    assert "I tapped the row under Bluetooth." in page and "the annotator's reason" in page
     assert "perception_drift (Level 3)" in page and "looked past the path" in page   # the attribution's evidence
     assert "From the evidence alone: Tap &quot;Display&quot; is the wrong step here" in page
     client.force_login(alice)
