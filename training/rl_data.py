@@ -7,8 +7,8 @@ one waits for a person). Each rollout is judged (training/step_judge.py: eq. 3 a
 over passes); a group without a success borrows earlier successes of the same query up to a cap,
 a group outside the useful success range is dropped (§3.3.3, training/rules/groups.py); advantages
 are eq. 5 (grpo) or GiGPO's anchor-state ones (gigpo). The step rewards come from the run's
-"step_reward_source": eq. 4's majority (default) or Xiaomi-GUI-0's cascade reward (training/step_judge.py);
-every row names it. One row per policy step (a turn) goes to
+"step_reward_source": eq. 4's majority (default), Xiaomi-GUI-0's cascade reward or a trained step reward
+model (training/step_judge.py); every row names it. One row per policy step (a turn) goes to
 rollouts.jsonl in the protocol's chat format, built by the same code as the SFT exports
 (training/exports/chat.py build_sample): system prompt, goal alone, the full text history, the last
 K screenshots as images/<sha256>.png. A step whose server returned token log-probabilities carries

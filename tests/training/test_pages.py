@@ -100,6 +100,18 @@ def test_the_run_page_charts_the_loss(client_as):
     assert client.get(f"/training/runs/{run.pk}/", HTTP_HX_REQUEST="true").status_code == 286  # polling stops
 
 
+def test_an_rl_runs_page_says_where_its_step_rewards_came_from_and_why_groups_were_dropped(client_as):
+    rollouts = {"rows": 12, "groups_dropped": 2, "dropped": {"7": "every rollout succeeded", "9": "every rollout succeeded"},
+                "dropped_reasons": {"every rollout succeeded": 2}, "passes": 5, "step_reward_source": "reward_model",
+                "step_reward_model": "prm-1"}
+    run = TrainingRun.objects.create(stage="rl", status="running", config={"model": {"tiny": {}}},
+                                     progress={"phase": "update", "rollouts": rollouts})
+    page = html.unescape(client_as("manager").get(f"/training/runs/{run.pk}/").content.decode())
+    summary = page.split('data-testid="rollout-summary">')[1].split("</p>")[0]
+    assert "12 step samples" in summary and "the step reward model prm-1" in summary
+    assert "2 groups dropped (every rollout succeeded: 2)" in summary and "{" not in summary
+
+
 def test_the_model_page_shows_lineage_and_registers_the_served_endpoint(client_as, tmp_path):
     base = ModelVersion.objects.create(name="qwen-base", kind="endpoint", endpoint_url="http://127.0.0.1:9/v1")
     sft(make_trajectory(n_steps=2))
