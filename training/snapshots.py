@@ -40,7 +40,7 @@ from training.high_frequency_cap import DEFAULT_CAP, cap_high_frequency, validat
 from training.models import DataSnapshot
 from training.rules.mixture import DEFAULT_KEY, mix, validate_ratios
 from training.rules.screen_corpora import validate_corpora
-from training.screen_corpora import corpus_samples
+from training.screen_corpora import corpus_samples, stored_frames
 from training.single_judge import SINGLE_JUDGE_SOURCE, SYSTEMS, single_judge_rows
 
 log = logging.getLogger(__name__)
@@ -163,11 +163,14 @@ def create_snapshot(kind: str, config: dict | None = None, user=None, name: str 
                     background: bool | None = None) -> DataSnapshot:
     """Validate, record the snapshot (building) and export it; ValueError (the config or kind) before
     anything is written. Exported now (returned ready, empty or failed), or — `background`, or by
-    default when the pool holds more than TRAINING_SNAPSHOT_SYNC_ROWS rows — by a training worker
-    after commit (returned building; its page follows it)."""
+    default when the pool — or, with screen corpora, the stored frames they are derived from — holds
+    more than TRAINING_SNAPSHOT_SYNC_ROWS rows — by a training worker after commit (returned building;
+    its page follows it)."""
     config = validate_config(kind, config)
     if background is None:
-        background = pool_size(kind) > settings.TRAINING_SNAPSHOT_SYNC_ROWS
+        limit = settings.TRAINING_SNAPSHOT_SYNC_ROWS
+        background = pool_size(kind) > limit or bool(
+            config["corpora"] and stored_frames(config["counterfactual_queries"])[:limit + 1].count() > limit)
     with transaction.atomic():
         snapshot = DataSnapshot.objects.create(kind=kind, name=name[:200], config=config,
                                                status=DataSnapshot.Status.BUILDING,

@@ -314,3 +314,15 @@ def test_a_manager_sets_the_mixture_on_the_form_and_sees_it_on_the_snapshot_page
     assert "grounding ratio is not a number" in reply.content.decode() and DataSnapshot.objects.count() == 1
     assert client_as("annotator").get(f"/training/snapshots/{snapshot.pk}/").status_code == 403
 
+
+
+@pytest.mark.django_db
+def test_a_small_pool_over_many_stored_frames_builds_its_corpora_on_a_worker(training_root, settings):
+    """The corpora are derived from every stored frame, not only the pool's: a snapshot that would read more
+    frames than TRAINING_SNAPSHOT_SYNC_ROWS is built by a training worker, not in the request."""
+    settings.TRAINING_SNAPSHOT_SYNC_ROWS = 2
+    sft(on_page(make_trajectory(tagged("Network/Wi-Fi"), n_steps=1), [settings_page()]))
+    assert create_snapshot("sft", {"corpora": {"grounding": 1}}).status == "ready"   # 1 frame: here and now
+    on_page(make_trajectory(n_steps=2, line="automatic"), [settings_page(), bluetooth_page()])   # not in the pool
+    assert create_snapshot("sft", {"corpora": {"grounding": 1}}).status == "building"   # 3 frames: a worker's
+    assert create_snapshot("sft", {}).status == "ready"                                 # no corpora: the pool decides
