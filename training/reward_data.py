@@ -1,7 +1,7 @@
 """The step reward model's data: the judged steps the database holds, as labels and feature rows.
 
     dataset = build_dataset()                      # every labelled step of the judged trajectories
-    held_out = split_by_trajectory(ids, 0.2, seed) # the trajectories whose steps are held out
+    held_out = split_by_query(query_ids, 0.2, seed) # the queries (tasks) whose trajectories are held out
 
 A trajectory's judged facts (judged_facts) are read from what the judges and people already
 recorded: its verdict and a person's adjudication, the newest System B vote (the screen where each
@@ -157,6 +157,7 @@ class Dataset:
     x: np.ndarray                  # [steps, FEATURES]
     label: np.ndarray              # ±1
     trajectory: np.ndarray         # the trajectory id of each row
+    query: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # the query (task) of each row
     source: list = field(default_factory=list)   # LabelSource value of each row
     stats: dict = field(default_factory=dict)
 
@@ -167,7 +168,7 @@ def build_dataset(limit: int = DEFAULT_LIMIT, max_steps: int = DEFAULT_MAX_STEPS
     `max_steps` are (a trajectory's steps are never cut). `progress(done, total)` is called as
     trajectories are read."""
     started = time.perf_counter()
-    rows, labels, owners, sources = [], [], [], []
+    rows, labels, owners, tasks, sources = [], [], [], [], []
     considered = labelled = 0
     total = min(limit, judged_trajectories().count())
     truncated = False
@@ -185,6 +186,7 @@ def build_dataset(limit: int = DEFAULT_LIMIT, max_steps: int = DEFAULT_MAX_STEPS
                 rows.append(step_features(inputs[index]))
                 labels.append(step_label.label)
                 owners.append(trajectory.pk)
+                tasks.append(trajectory.query_id)
                 sources.append(step_label.source.value)
         if progress is not None and (considered % 25 == 0 or considered == total):
             progress(considered, total)
@@ -194,16 +196,16 @@ def build_dataset(limit: int = DEFAULT_LIMIT, max_steps: int = DEFAULT_MAX_STEPS
                                             for label, source in zip(labels, sources)),
              "featurise_seconds": round(time.perf_counter() - started, 2)}
     return Dataset(x=x.astype(np.float32), label=np.array(labels, np.int64), trajectory=np.array(owners, np.int64),
-                   source=sources, stats=stats)
+                   query=np.array(tasks, np.int64), source=sources, stats=stats)
 
 
-def split_by_trajectory(trajectory_ids: Sequence[int], share: float = DEFAULT_HELD_OUT_SHARE,
-                        seed: int = 0) -> set[int]:
-    """The trajectories held out: a seeded `share` of them (at least one, never all, when there are
-    two or more), so no held-out step shares a trajectory with a training step."""
+def split_by_query(query_ids: Sequence[int], share: float = DEFAULT_HELD_OUT_SHARE, seed: int = 0) -> set[int]:
+    """The queries (tasks) held out: a seeded `share` of them (at least one, never all, when there are
+    two or more). Every trajectory of a held-out query is held out, so the held-out accuracy is on tasks
+    the model never trained on (rollouts of one task are near copies of each other)."""
     if not 0.0 < share < 1.0:
         raise ValueError(f"the held-out share lies strictly between 0 and 1, not {share!r}")
-    ids = sorted({int(i) for i in trajectory_ids})
+    ids = sorted({int(i) for i in query_ids})
     if len(ids) < 2:
         return set()
     random.Random(seed).shuffle(ids)

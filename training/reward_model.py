@@ -95,13 +95,13 @@ def _class_counts(labels: np.ndarray) -> dict:
 
 def fit(dataset: reward_data.Dataset, out: Path, *, seed: int = 0, epochs: int = DEFAULT_EPOCHS,
         held_out_share: float = reward_data.DEFAULT_HELD_OUT_SHARE) -> dict:
-    """Train on the dataset's training trajectories, score the held-out ones with the numpy head
+    """Train on the trajectories of the training queries, score the held-out queries' with the numpy head
     (what serving computes), write metrics.json; the metrics."""
     if not len(dataset.label):
         raise RewardModelError("no judged step in the pools yet: judge trajectories (HTSC, adjudication, "
                                "ECDM attribution) before training a step reward model")
-    held = reward_data.split_by_trajectory(dataset.trajectory.tolist(), held_out_share, seed)
-    test = np.isin(dataset.trajectory, list(held))
+    held = reward_data.split_by_query(dataset.query.tolist(), held_out_share, seed)
+    test = np.isin(dataset.query, list(held))
     train = ~test
     out.mkdir(parents=True, exist_ok=True)
     data_path = out / "features.npz"
@@ -121,7 +121,9 @@ def fit(dataset: reward_data.Dataset, out: Path, *, seed: int = 0, epochs: int =
         "truncated_at_max_steps": dataset.stats.get("truncated", False),
         "trajectories": {"considered": dataset.stats.get("trajectories_considered"),
                          "labelled": dataset.stats.get("trajectories_labelled"),
-                         "train": int(len(set(dataset.trajectory[train].tolist()))), "held_out": len(held)},
+                         "train": int(len(set(dataset.trajectory[train].tolist()))),
+                         "held_out": int(len(set(dataset.trajectory[test].tolist())))},
+        "queries": {"train": int(len(set(dataset.query[train].tolist()))), "held_out": len(held)},
         "sources": dataset.stats.get("sources", {}),
         "classes": {"train": _class_counts(dataset.label[train]), "held_out": _class_counts(labels)},
         "held_out": {

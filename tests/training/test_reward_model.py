@@ -106,12 +106,12 @@ def test_the_confusion_counts_labels_against_rewards():
         step_confusion([0], [1])
 
 
-def test_the_held_out_split_is_by_trajectory_and_seeded():
+def test_the_held_out_split_is_by_query_and_seeded():
     ids = list(range(10, 30))
-    held = reward_data.split_by_trajectory(ids + ids, 0.2, seed=3)
-    assert len(held) == 4 and held <= set(ids) and held == reward_data.split_by_trajectory(ids, 0.2, seed=3)
-    assert held != reward_data.split_by_trajectory(ids, 0.2, seed=4)
-    assert len(reward_data.split_by_trajectory([1, 2], 0.9)) == 1 and reward_data.split_by_trajectory([1], 0.5) == set()
+    held = reward_data.split_by_query(ids + ids, 0.2, seed=3)   # a query's rows count once
+    assert len(held) == 4 and held <= set(ids) and held == reward_data.split_by_query(ids, 0.2, seed=3)
+    assert held != reward_data.split_by_query(ids, 0.2, seed=4)
+    assert len(reward_data.split_by_query([1, 2], 0.9)) == 1 and reward_data.split_by_query([1], 0.5) == set()
 
 
 def test_the_screen_size_is_the_recorded_one_else_the_dumps():
@@ -281,6 +281,7 @@ def test_launched_from_the_page_trained_by_the_task_then_scores_steps(world, cli
     metrics = metrics_of(version)
     held = metrics["held_out"]
     assert metrics["labelled_steps"] == 75 and metrics["sources"]["first_error"] == 12
+    assert metrics["queries"] == {"train": 2, "held_out": 1}   # held out by task: one of the three, whole
     assert held["steps"] == sum(sum(row.values()) for row in held["counts"].values()) > 0
     assert held["accuracy"] >= held["majority_share"] and held["counts"]["-1"]["-1"] >= 1
     summary = page_summary(version)
