@@ -12,6 +12,7 @@ _features: dict[tuple[str, str], bool] = {}  # (address, serial) -> speaks shell
 
 # Commands that only read: sending one leaves a recent UI dump valid. Anything else (input, am,
 # monkey, pm clear, settings put, sleep, unknown commands) may change the screen and retires it.
+WINDOW_SIZE_TTL_S = 30.0
 READ_ONLY_COMMANDS = ("echo", "true", "getprop", "wm size", "wm density", "dumpsys", "pm list", "pm path",
                       "settings get", "cat ", "ls", "screencap", "content query", "uiautomator dump /dev/tty",
                       "service call SurfaceFlinger 1013")
@@ -57,6 +58,8 @@ class PhoneConnection:
     _server_version: int | None = field(default=None, repr=False, compare=False)
     # The last UI dump and when it was read (monotonic), until a command that may change the screen.
     _last_dump: tuple[str, float] | None = field(default=None, repr=False, compare=False)
+    # The screen size and when it was read (monotonic): window_size().
+    _window_size: tuple[tuple[int, int], float] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def for_device(cls, device):
@@ -198,14 +201,24 @@ class PhoneConnection:
 
     def _forget_dump_unless_read_only(self, command: str) -> None:
         parts = [part.strip() for part in re.split(r"[;&|\n]+", command) if part.strip()]
+        if any(part.startswith("wm ") and part not in ("wm size", "wm density") for part in parts):
+            self._window_size = None   # `wm size 720x1600`, `wm size reset`
         if "$(" in command or "`" in command or not all(part.startswith(READ_ONLY_COMMANDS) for part in parts):
             self._last_dump = None
 
     def window_size(self) -> tuple[int, int]:
+        """The screen size, read through this connection at most once per WINDOW_SIZE_TTL_S (every
+        observation asks, and an ADB round trip to a real phone costs tens of milliseconds); a `wm`
+        command sent through it that is not a plain read forgets it."""
+        cached = self._window_size
+        if cached is not None and time.monotonic() - cached[1] < WINDOW_SIZE_TTL_S:
+            return cached[0]
         match = re.search(r"(\d+)x(\d+)", self.shell("wm size"))
         if not match:
             raise PhoneUnavailable(f"{self.serial}: cannot read the screen size")
-        return int(match.group(1)), int(match.group(2))
+        size = int(match.group(1)), int(match.group(2))
+        self._window_size = (size, time.monotonic())
+        return size
 
     def foreground(self) -> dict:
         """The foreground package and activity, and the activity stack (§2.3.7 context)."""

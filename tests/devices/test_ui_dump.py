@@ -30,3 +30,21 @@ def test_a_phone_that_cannot_dump_is_unavailable(phone, monkeypatch):
     monkeypatch.setattr(phone, "shell_result", lambda command, timeout=20: (1, "ERROR: could not get idle state."))
     with pytest.raises(PhoneUnavailable, match="uiautomator dump failed"):
         phone.dump_hierarchy()
+
+
+def test_the_screen_size_is_read_once_per_connection_until_a_wm_command_changes_it(phone, monkeypatch):
+    """Every observation asks for the screen size: one `wm size` round trip per connection (and per
+    WINDOW_SIZE_TTL_S), read again after a `wm` command that may have changed it."""
+    sent = []
+    shell_result = phone.shell_result
+    monkeypatch.setattr(phone, "shell_result", lambda command, timeout=20: sent.append(command) or
+                        shell_result(command, timeout))
+    size = phone.window_size()
+    assert phone.window_size() == phone.window_size() == size and sent.count("wm size") == 1
+    phone.shell("wm density")                       # a read keeps it
+    assert phone.window_size() == size and sent.count("wm size") == 1
+    phone.shell("wm size reset")                    # a change forgets it
+    assert phone.window_size() == size and sent.count("wm size") == 2
+    monkeypatch.setattr("devices.phone.WINDOW_SIZE_TTL_S", 0.0)   # and time does
+    phone.window_size()
+    assert sent.count("wm size") == 3
