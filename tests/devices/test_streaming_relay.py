@@ -135,13 +135,20 @@ async def test_a_viewer_that_cannot_keep_up_with_h264_moves_to_jpeg_and_others_s
     other, changing = asyncio.ensure_future(watch_and_ack()), asyncio.ensure_future(change_screens())
     try:  # every change is a packet the lagging viewer never acks
         moved = await without_acking(lagging, lambda message: message["type"] == "stream" and message["codec"] == "jpeg")
+        # The lag that moves it may be the oldest packet's age (H264_MAX_LAG_S), reached after fewer changes
+        # on a loaded machine: the screens go on changing until the other viewer has seen more after it.
+        before = len(seen_by_the_other)
+        for _ in range(200):
+            if len(seen_by_the_other) >= max(6, before + 2):
+                break
+            await asyncio.sleep(0.05)
     finally:
         changing.cancel()
     assert "cannot keep up" in moved["reason"] and moved["max_fps"] <= 10
     header, jpeg = await receive_frame(lagging)
     assert jpeg[:2] == b"\xff\xd8"
     other.cancel()
-    assert len(seen_by_the_other) >= 6  # the other viewer kept getting the video
+    assert len(seen_by_the_other) >= max(6, before + 2)  # the other viewer kept getting the video
     await keeping_up.send_json_to({"type": "stats"})
     assert (await receive_json(keeping_up, "stats"))["codec"] == "h264"
     await lagging.disconnect()
