@@ -17,6 +17,7 @@ import time
 
 from devices import leases, screen_signal
 from devices.audit import AuditDecision, audit_and_record, enabled_rules
+from devices.db_pool import release_connection
 
 FRESH_S = 1.0   # a dump older than this is read again: screens change by themselves too
 
@@ -69,4 +70,5 @@ class InputGate:
             raise LeaseLost(f"lease lost: {self.holder or self.lease.holder} no longer holds "
                             f"{self.phone.serial}; nothing was sent")
         self.commands.append(command)
+        release_connection()  # the audit's and the lease's reads are done: pooled, the input needs none
         return self.phone.shell_result(command, timeout=timeout)

@@ -142,6 +142,7 @@ def collect_steps(trajectory: Trajectory, phone: PhoneConnection, policy, config
                 return Stop(StopKind.TIMEOUT, f"timeout ({config.timeout_s:.0f} s)")
             if lease is not None and not leases.heartbeat(lease, ttl=lease_ttl):
                 return LEASE_LOST
+            release_connection()  # the screen capture below needs none: pooled, another phone writes
             step_started = time.monotonic()
             # A model call may outlast the lease (3 tries of 60 s against a 60 s lease), and so may
             # a slow screen capture or a composite action: a background heartbeat keeps it meanwhile.
