@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -100,24 +98,12 @@ def featurize_snapshot(snapshot: DataSnapshot) -> tuple[dict, dict]:
 
 
 def run_trainer(data_path: Path, out: Path, parent: ModelVersion | None, epochs: int, seed: int) -> dict:
-    """The torch trainer as a subprocess (an argument list, no shell); its printed summary."""
-    command = [sys.executable, "-m", "training.trainer.compact", "--data", str(data_path), "--out", str(out),
-               "--epochs", str(epochs), "--seed", str(seed)]
+    """The torch trainer as a subprocess (training/runs.run_cpu_trainer); its printed summary."""
+    arguments = ["--data", str(data_path), "--out", str(out), "--epochs", str(epochs), "--seed", str(seed)]
     if parent is not None and parent.kind == ModelVersion.Kind.COMPACT and parent.artifact:
-        command += ["--init", parent.artifact]
-    if not runs.training_extras_installed():
-        raise CompactTrainingError(f"the training extras are not installed on the worker: run "
-                                   f"`{runs.INSTALL_COMMAND}` there, then start again")
-    try:
-        done = subprocess.run(command, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=TRAIN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise CompactTrainingError(f"the compact trainer ran past {TRAIN_TIMEOUT_S} s") from None
-    if done.returncode != 0:
-        # The trainer's traceback is for the logs; the message is read on the demo and loop pages.
-        log.error("the compact trainer exited %s:\n%s", done.returncode, done.stderr or done.stdout)
-        raise CompactTrainingError(f"the compact trainer stopped with an error (exit code {done.returncode}); "
-                                   "the worker's log has the details")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        arguments += ["--init", parent.artifact]
+    return runs.run_cpu_trainer("training.trainer.compact", arguments, what="compact trainer",
+                                error=CompactTrainingError, timeout=TRAIN_TIMEOUT_S)
 
 
 def train_compact(name: str, parent: ModelVersion | None = None, *, sources: dict | None = None,

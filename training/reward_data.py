@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.db.models import Prefetch
 
-from flywheel.blobs import read_blob
 from flywheel.models import Adjudication, Attribution, Line, Outcome, Step, Trajectory, Vote
 from flywheel.policies.protocol import history_text
+from flywheel.repair.screens import stored_hierarchy
 from training.exports.chat import history_entry
 from training.reward_features import FEATURES, StepInput, in_thousandths, recorded_size, screen_size, step_features
 from training.rules import process_reward as rules
@@ -39,16 +39,6 @@ DEFAULT_LIMIT = 20000          # the newest trajectories one training looks at
 # not seen, measured on this machine's dumps): minutes at worst, inside a task's time limit.
 DEFAULT_MAX_STEPS = 5000
 DEFAULT_HELD_OUT_SHARE = 0.2
-
-
-def _hierarchy(step: Step) -> str:
-    if not step.hierarchy:
-        return ""
-    try:
-        return read_blob(step.hierarchy.name).decode("utf-8", "replace")
-    except OSError:
-        log.warning("reward model: the dump %s of step %s is missing", step.hierarchy.name, step.pk)
-        return ""
 
 
 def is_blocked(step: Step) -> bool:
@@ -126,7 +116,7 @@ def step_inputs(trajectory: Trajectory, steps: Sequence[Step], wanted: set[int] 
 
     def dump(step):
         if step.pk not in dumps:
-            dumps[step.pk] = _hierarchy(step)
+            dumps[step.pk] = stored_hierarchy(step)
         return dumps[step.pk]
 
     def screen_of(step):   # the recorded size; the dump is read only when none was recorded

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -72,21 +70,10 @@ def set_status(directory: Path, state: str, **fields) -> None:
 # -- training ----------------------------------------------------------------------------------------
 
 def run_trainer(data_path: Path, out: Path, epochs: int, seed: int) -> dict:
-    """The torch trainer as a subprocess (an argument list, no shell); its printed summary."""
-    if not runs.training_extras_installed():
-        raise RewardModelError(f"the training extras are not installed on the worker: run "
-                               f"`{runs.INSTALL_COMMAND}` there, then start again")
-    command = [sys.executable, "-m", "training.trainer.reward_model", "--data", str(data_path), "--out", str(out),
-               "--epochs", str(epochs), "--seed", str(seed)]
-    try:
-        done = subprocess.run(command, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=TRAIN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise RewardModelError(f"the reward model trainer ran past {TRAIN_TIMEOUT_S} s") from None
-    if done.returncode != 0:
-        log.error("the reward model trainer exited %s:\n%s", done.returncode, done.stderr or done.stdout)
-        raise RewardModelError(f"the reward model trainer stopped with an error (exit code {done.returncode}); "
-                               "the worker's log has the details")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """The torch trainer as a subprocess (training/runs.run_cpu_trainer); its printed summary."""
+    return runs.run_cpu_trainer("training.trainer.reward_model",
+                                ["--data", str(data_path), "--out", str(out), "--epochs", str(epochs), "--seed", str(seed)],
+                                what="reward model trainer", error=RewardModelError, timeout=TRAIN_TIMEOUT_S)
 
 
 def _class_counts(labels: np.ndarray) -> dict:

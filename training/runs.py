@@ -5,7 +5,10 @@ State changes happen here in one transaction each; launching (Celery) happens af
 worker side that supervises the trainer process is training/supervisor.py.
 """
 import importlib.util
+import json
 import logging
+import subprocess
+import sys
 from datetime import timedelta
 
 from django.conf import settings
@@ -40,6 +43,26 @@ def training_extras_installed() -> bool:
         return all(importlib.util.find_spec(name) is not None for name in TRAINING_EXTRAS)
     except (ImportError, ValueError):  # a broken or blocked install counts as absent
         return False
+
+
+def run_cpu_trainer(module: str, arguments: list[str], *, what: str, error: type[Exception], timeout: float) -> dict:
+    """One of training/trainer/'s small CPU trainers (the compact head, the step reward model) as a
+    subprocess — an argument list, no shell — and the JSON summary it prints last. `error`, whose message
+    the pages show, when the extras are missing, it runs past `timeout` or it fails (the traceback goes
+    to the worker's log, not the message)."""
+    if not training_extras_installed():
+        raise error(f"the training extras are not installed on the worker: run `{INSTALL_COMMAND}` there, "
+                    "then start again")
+    command = [sys.executable, "-m", module, *arguments]
+    try:
+        done = subprocess.run(command, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise error(f"the {what} ran past {timeout} s") from None
+    if done.returncode != 0:
+        log.error("the %s exited %s:\n%s", what, done.returncode, done.stderr or done.stdout)
+        raise error(f"the {what} stopped with an error (exit code {done.returncode}); the worker's log has the "
+                    "details")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def run_directory(run: TrainingRun):

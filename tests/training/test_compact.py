@@ -305,7 +305,7 @@ def trainer_in_this_process(monkeypatch, torch):
             trainer.main(list(command[3:]))
         return subprocess.CompletedProcess(command, 0, printed.getvalue(), "")
 
-    monkeypatch.setattr("training.compact.subprocess.run", run)
+    monkeypatch.setattr("subprocess.run", run)
 
 
 def test_the_loop_trainer_trains_m_t_plus_1_from_a_compact_m_t(pool, django_user_model, trainer_in_this_process):
