@@ -71,6 +71,8 @@ ARMS = {
     "no_rl_rounds": "the loop's RL rounds: round 1's model (schema-guided data only)",
     "single_judge": "HTSC's second and third judges: the last round retrained from M1 on the judged trajectories "
                     "as judge A (terminal state) alone would have routed them",
+    "no_false_claims": "the success claims the judges rejected: the last round retrained from M1 without them as "
+                       "examples of where not to stop",
 }
 DEFAULT_ARMS = list(ARMS)
 # The single judge of that arm: A reads the terminal state, what an outcome judge alone would see. No CPT
@@ -318,6 +320,8 @@ def _start_arms(demo, last: str) -> None:
             _evaluate(demo, label, _train(demo, label, m1, counterfactual_queries=False))
         elif name == "single_judge":
             _evaluate(demo, label, _train(demo, label, m1, success_judge=SINGLE_JUDGE))
+        elif name == "no_false_claims":
+            _evaluate(demo, label, _train(demo, label, m1, false_claims=False))
         arms[name] = {"label": label, "what": ARMS[name], "compare_to": last}
     demo.state["arms"] = arms
 

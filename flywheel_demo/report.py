@@ -53,7 +53,8 @@ def _training(label, demo) -> dict:
     return {"model": model.name, "model_id": model.pk, "snapshot": report.get("snapshot"),
             "samples": report.get("samples"), "steps_used": report.get("used"), "skipped": report.get("skipped"),
             "by_source": report.get("by_source"), "train_accuracy": trainer.get("train_accuracy"),
-            "train_seconds": trainer.get("seconds")}
+            "train_seconds": trainer.get("seconds"), "false_claims": trainer.get("false_claims"),
+            "train_false_claim": trainer.get("train_false_claim")}
 
 
 def round_name(label: str) -> str:

@@ -10,6 +10,10 @@ compact_features.featurize, and hands the arrays to the torch trainer (training/
 in a subprocess, so the web app and this module never import torch. A sample whose action the screen
 offers no candidate for (a wait, a clarify, a tap on nothing) is counted and skipped.
 
+Beside the pool's steps, the success claims the judges rejected (training/compact_claims.py, read
+from the judged trajectories as the step reward model reads them, never a held-out query's) teach
+the head where not to stop: the pools hold only what was right, and a stop must be earned.
+
 The evolution loop's trainer for compact models is `loop_trainer` (EVOLUTION_TRAINER); it trains in
 the call, keyed by the round (the model's name), so asking again returns the same model.
 """
@@ -27,6 +31,7 @@ from flywheel.models import ModelVersion
 from flywheel.policies.compact_features import SCALARS, featurize, prompt_parts, target_index
 from flywheel.policies.protocol import ProtocolError, parse_output
 from training import runs
+from training.compact_claims import false_claim_arrays
 from training.models import DataSnapshot
 from training.snapshots import create_snapshot
 
@@ -108,10 +113,12 @@ def run_trainer(data_path: Path, out: Path, parent: ModelVersion | None, epochs:
 
 def train_compact(name: str, parent: ModelVersion | None = None, *, sources: dict | None = None,
                   epochs: int = DEFAULT_EPOCHS, seed: int = 0, counterfactual_queries: bool = True,
-                  success_judge: str | None = None) -> ModelVersion:
+                  success_judge: str | None = None, false_claims: bool = True) -> ModelVersion:
     """The compact model `name` (made once: asking again returns it). epochs=0 is the untrained head;
     counterfactual_queries=False trains without the samples of counterfactual-derived queries, and
-    success_judge on the judged trajectories as that one judge would have routed them (ablations)."""
+    success_judge on the judged trajectories as that one judge would have routed them (ablations).
+    false_claims: the success claims the judges rejected train the head not to stop there
+    (training/compact_claims.py), read with the same two settings."""
     existing = ModelVersion.objects.filter(name=name).first()
     if existing is not None:
         if existing.kind != ModelVersion.Kind.COMPACT:
@@ -132,6 +139,10 @@ def train_compact(name: str, parent: ModelVersion | None = None, *, sources: dic
             raise CompactTrainingError(f"snapshot #{snapshot.pk} gave no trainable step: {stats['skipped']}")
         report.update(snapshot=snapshot.pk, snapshot_rows=len(snapshot.row_ids),
                       by_source=snapshot.stats.get("by_source", {}), **stats)
+        if false_claims:
+            negatives, claim_stats = false_claim_arrays(counterfactual_queries, success_judge)
+            arrays.update(negatives)
+            report["false_claims"] = claim_stats
     else:
         arrays = {"x": np.zeros((0, FEATURES), np.float32), "offsets": np.zeros(1, np.int64),
                   "target": np.zeros(0, np.int64), "stop": np.zeros(0, np.int64)}

@@ -26,6 +26,7 @@ from django.db.models import Prefetch
 from flywheel.models import Adjudication, Attribution, Line, Outcome, Step, Trajectory, Vote
 from flywheel.policies.protocol import history_text
 from flywheel.repair.screens import stored_hierarchy
+from flywheel.rules.stops import StopKind
 from training.exports.chat import history_entry
 from training.reward_features import FEATURES, StepInput, in_thousandths, recorded_size, screen_size, step_features
 from training.rules import process_reward as rules
@@ -104,7 +105,8 @@ def judged_facts(trajectory: Trajectory, steps: Sequence[Step]) -> rules.JudgedT
                    for s in steps if step_action(s) is not None)
     return rules.JudgedTrajectory(steps=judged, outcome=outcome,
                                   milestone_steps=milestone_steps(steps, b_votes[0] if b_votes else None),
-                                  first_error_step=first_error)
+                                  first_error_step=first_error,
+                                  claimed_success=trajectory.stop_kind == StopKind.SUCCESS)
 
 
 def step_inputs(trajectory: Trajectory, steps: Sequence[Step], wanted: set[int] | None = None) -> dict[int, StepInput]:

@@ -29,7 +29,14 @@ from django.utils import timezone
 from flywheel.models import ModelVersion, Step
 from training import reward_data, runs
 from training.reward_features import FEATURES, step_features
-from training.rules.process_reward import PROCESS_REWARD_BAND, RIGHT, WRONG, process_reward, step_confusion
+from training.rules.process_reward import (
+    PROCESS_REWARD_BAND,
+    RIGHT,
+    SOURCE_WORDS,
+    WRONG,
+    process_reward,
+    step_confusion,
+)
 
 log = logging.getLogger(__name__)
 
@@ -310,6 +317,7 @@ def page_summary(version: ModelVersion) -> dict:
                    "held_out": (classes.get("held_out") or {}).get(key, 0)}
                   for label, key in (("+1 (right)", "+1"), ("−1 (wrong)", "-1"))]
     return {"state": status.get("state", "unknown"), "status": status, "metrics": metrics, "held_out": held,
-            "confusion": confusion if counts else [], "classes": class_rows, "sources": sorted((metrics.get("sources") or {}).items()),
+            "confusion": confusion if counts else [], "classes": class_rows,
+            "sources": [(SOURCE_WORDS.get(source, source), count) for source, count in (metrics.get("sources") or {}).items()],
             "live": status.get("state") in ("queued", "reading", "training"),
             "band": metrics.get("band") or list(PROCESS_REWARD_BAND)}

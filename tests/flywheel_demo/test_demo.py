@@ -61,14 +61,18 @@ def test_the_demo_runs_every_round_through_the_services(demo_settings, farm_sett
     # Every evaluation ran on the held-out split only, each round on its own model, M0 → M1 → M2, and each
     # arm retrained from M1; the arm without RL rounds is M1 itself.
     evaluations = EvalRun.objects.filter(pk__in=demo.state["evals"].values())
-    assert {e.split for e in evaluations} == {"held_out"} and evaluations.count() == 6
+    assert {e.split for e in evaluations} == {"held_out"} and evaluations.count() == 7
     models = {label: ModelVersion.objects.get(pk=pk) for label, pk in demo.state["models"].items()}
     assert models["r1"].parent == models["r0"] and models["r2"].parent == models["r1"]
-    assert {models[f"arm:{arm}"].parent for arm in ("no_ecdm", "no_counterfactual", "single_judge")} == {models["r1"]}
+    assert {models[f"arm:{arm}"].parent for arm in ("no_ecdm", "no_counterfactual", "single_judge",
+                                                       "no_false_claims")} == {models["r1"]}
     assert {m.kind for m in models.values()} == {"compact"}
     assert {name: arm["label"] for name, arm in demo.state["arms"].items()} == {
         "no_ecdm": "arm:no_ecdm", "no_counterfactual": "arm:no_counterfactual", "no_rl_rounds": "r1",
-        "single_judge": "arm:single_judge"}
+        "single_judge": "arm:single_judge", "no_false_claims": "arm:no_false_claims"}
+    # Every trained round read the rejected success claims (none may exist in a small run); that arm did not.
+    assert all("false_claims" in training_report(models[label]) for label in ("r1", "r2"))
+    assert "false_claims" not in training_report(models["arm:no_false_claims"])
     # The single-judge arm trained on the same judged trajectories routed by judge A's vote alone.
     single = DataSnapshot.objects.get(pk=training_report(models["arm:single_judge"])["snapshot"])
     assert single.config["success_judge"] == "A" and set(single.stats["single_judge"]) == {

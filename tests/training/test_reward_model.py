@@ -75,6 +75,21 @@ def test_a_wrong_judgement_outweighs_a_right_one_on_the_same_step():
         0: right(R.ADJUDICATED_SUCCESS), 1: wrong(R.SAFETY_VETO), 2: right(R.ADJUDICATED_SUCCESS)}
 
 
+def test_a_success_claim_ending_a_failure_is_wrong_and_only_then():
+    claimed = JudgedTrajectory(tuple(S[:3]), Outcome.FAILURE, first_error_step=1, claimed_success=True)
+    assert judged_step_labels(claimed) == {0: right(R.GOLDEN_PREFIX), 1: wrong(R.FIRST_ERROR), 2: wrong(R.FALSE_CLAIM)}
+    # no attribution yet: the verdict alone speaks about the last step
+    assert judged_step_labels(JudgedTrajectory(tuple(S[:3]), Outcome.FAILURE, claimed_success=True)) == {
+        2: wrong(R.FALSE_CLAIM)}
+    # the attributed first error is the claim itself: one label, the attribution's
+    assert judged_step_labels(JudgedTrajectory(tuple(S[:2]), Outcome.FAILURE, first_error_step=1,
+                                               claimed_success=True)) == {0: right(R.GOLDEN_PREFIX), 1: wrong(R.FIRST_ERROR)}
+    for outcome in (Outcome.VERIFIED_SUCCESS, Outcome.UNDECIDED, Outcome.ENVIRONMENT):
+        assert R.FALSE_CLAIM not in {label.source for label in judged_step_labels(
+            JudgedTrajectory(tuple(S[:3]), outcome, claimed_success=True)).values()}
+    assert judged_step_labels(JudgedTrajectory((), Outcome.FAILURE, claimed_success=True)) == {}
+
+
 def test_no_label_is_invented():
     milestone = frozenset({1})
     assert judged_step_labels(JudgedTrajectory(tuple(S), Outcome.ENVIRONMENT, milestone, 2)) == {}
@@ -232,7 +247,7 @@ def test_the_dataset_holds_every_labelled_step_and_nothing_else(world):
     assert not excluded & set(dataset.trajectory.tolist())
     # 12 successes × 4 steps; 12 failures, wrong at step 0, 1, 2, 0 of each query: prefixes 3 × (0 + 1 + 2 + 0);
     # the adjudicated one: 4 right steps, 1 blocked; the pending one: its milestone step
-    assert dataset.stats["sources"] == {"first_error": 12, "safety_veto": 1, "adjudicated_success": 4,
+    assert dataset.stats["sources"] == {"first_error": 12, "safety_veto": 1, "false_claim": 0, "adjudicated_success": 4,
                                         "verified_success": 48, "golden_prefix": 9, "milestone": 1}
     assert dataset.x.shape == (75, FEATURES) and np.isfinite(dataset.x).all()
     assert sorted(set(dataset.label.tolist())) == [-1, 1] and dataset.stats["trajectories_labelled"] == 26
@@ -287,7 +302,7 @@ def test_launched_from_the_page_trained_by_the_task_then_scores_steps(world, cli
     summary = page_summary(version)
     assert summary["state"] == "done" and not summary["live"]
     page = html.unescape(client.get(f"/training/models/{version.pk}/").content.decode())
-    assert f"{held['accuracy']:.3f}" in page and 'data-testid="reward-confusion"' in page and "golden_prefix" in page
+    assert f"{held['accuracy']:.3f}" in page and 'data-testid="reward-confusion"' in page and "before the first error (right)" in page and "golden_prefix" not in page
     assert "vllm serve" not in page and 'data-testid="model-evaluations"' not in page   # it is no policy
     polled = client.get(f"/training/models/{version.pk}/", HTTP_HX_REQUEST="true")
     assert polled.status_code == 286 and b'data-testid="reward-figures"' in polled.content   # the poll stops

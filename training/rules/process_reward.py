@@ -40,13 +40,24 @@ class LabelSource(StrEnum):
 
     FIRST_ERROR = "first_error"                    # the step the ECDM's attribution located: −1
     SAFETY_VETO = "safety_veto"                    # the safety audit blocked the action: −1
+    FALSE_CLAIM = "false_claim"                    # terminate(success) ending a failed trajectory: −1
     ADJUDICATED_SUCCESS = "adjudicated_success"    # a step of an adjudicated-correct trajectory: +1
     VERIFIED_SUCCESS = "verified_success"          # a step of an HTSC-True trajectory: +1
     GOLDEN_PREFIX = "golden_prefix"                # before the attributed first error: +1
     MILESTONE = "milestone"                        # made a System B milestone first hold: +1
 
 
-WRONG_SOURCES = (LabelSource.FIRST_ERROR, LabelSource.SAFETY_VETO)
+WRONG_SOURCES = (LabelSource.FIRST_ERROR, LabelSource.SAFETY_VETO, LabelSource.FALSE_CLAIM)
+# What each source is, for people (the reward model's page).
+SOURCE_WORDS = {
+    LabelSource.FIRST_ERROR: "first error the ECDM located (wrong)",
+    LabelSource.SAFETY_VETO: "blocked by the safety audit (wrong)",
+    LabelSource.FALSE_CLAIM: "success claimed on a failed task (wrong)",
+    LabelSource.ADJUDICATED_SUCCESS: "step of an adjudicated success (right)",
+    LabelSource.VERIFIED_SUCCESS: "step of a verified success (right)",
+    LabelSource.GOLDEN_PREFIX: "before the first error (right)",
+    LabelSource.MILESTONE: "reached a milestone (right)",
+}
 
 
 @dataclass(frozen=True)
@@ -59,13 +70,15 @@ class JudgedStep:
 @dataclass(frozen=True)
 class JudgedTrajectory:
     """What the pools hold about one trajectory: its policy steps (those with an action) in order,
-    its outcome, the steps whose action made a milestone first hold, and the first error step the
-    attribution located (Level 3, the model's; None when none was)."""
+    its outcome, the steps whose action made a milestone first hold, the first error step the
+    attribution located (Level 3, the model's; None when none was), and whether the agent ended it
+    claiming success (its last step a terminate with status success)."""
 
     steps: tuple[JudgedStep, ...]
     outcome: Outcome
     milestone_steps: frozenset[int] = field(default_factory=frozenset)
     first_error_step: int | None = None
+    claimed_success: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,7 +93,8 @@ def judged_step_labels(trajectory: JudgedTrajectory) -> dict[int, StepLabel]:
     - Env_ERROR: nothing (the environment broke the task; §4's environment-broken trajectories are
       not scored either).
     - −1: the attributed first error of a failed trajectory (ECDM: that step was wrong); an action
-      the safety audit blocked.
+      the safety audit blocked; the success claim that ended a failed trajectory (its last step: the
+      agent said the task was done and the judges say it is not — Table 3's terminate is earned).
     - +1: every step of a verified or adjudicated success (the SFT pool takes them as right), the
       steps before the attributed first error of a failure (ECDM's golden prefix), a step that made
       a milestone first hold. A masked step (a repeat that changed nothing) is no success's or
@@ -93,6 +107,8 @@ def judged_step_labels(trajectory: JudgedTrajectory) -> dict[int, StepLabel]:
     success = {Outcome.VERIFIED_SUCCESS: LabelSource.VERIFIED_SUCCESS,
                Outcome.ADJUDICATED_SUCCESS: LabelSource.ADJUDICATED_SUCCESS}.get(trajectory.outcome)
     first_error = trajectory.first_error_step if trajectory.outcome == Outcome.FAILURE else None
+    false_claim = trajectory.steps[-1].index if (
+        trajectory.outcome == Outcome.FAILURE and trajectory.claimed_success and trajectory.steps) else None
     labels = {}
     for step in trajectory.steps:
         sources = []
@@ -100,6 +116,8 @@ def judged_step_labels(trajectory: JudgedTrajectory) -> dict[int, StepLabel]:
             sources.append(LabelSource.FIRST_ERROR)
         if step.blocked:
             sources.append(LabelSource.SAFETY_VETO)
+        if step.index == false_claim:
+            sources.append(LabelSource.FALSE_CLAIM)
         if success is not None and not step.masked:
             sources.append(success)
         if first_error is not None and step.index < first_error and not step.masked:

@@ -5,8 +5,11 @@
 features.npz (training/compact.py writes it from an SFT snapshot): `x` [candidates, d] float32,
 `offsets` [steps + 1] (step i's candidates are x[offsets[i]:offsets[i+1]]), `target` [steps] (the
 index, within its step, of the action the pool's sample took), optionally `stop` [steps] (the index of
-its terminate candidate, for the premature stop rate in metrics.json). The loss is the listwise softmax
-cross-entropy of each step's candidate scores. `--epochs 0` writes the untrained (seeded random)
+its terminate candidate, for the premature stop rate in metrics.json), and optionally the rejected
+success claims (training/compact_claims.py) as `neg_x`, `neg_offsets`, `neg_target`: the same layout,
+the target the claimed terminate. The loss is the listwise softmax cross-entropy of each step's
+candidate scores, plus `claim_weight` × the unlikelihood −log(1 − p) of each rejected claim (a batch
+of them beside every batch of steps), so a stop is ranked first only where the judges' data allow it. `--epochs 0` writes the untrained (seeded random)
 head: round 0 of the flywheel demo. Writes weights.npz, config.json and metrics.json into DIR (the
 format flywheel/policies/compact.py reads; numpy at inference, torch only here).
 """
@@ -62,20 +65,44 @@ def restandardise(model, old: tuple[np.ndarray, np.ndarray], new: tuple[np.ndarr
         model[0].bias.copy_(torch.from_numpy((b1 + ((m1 - m0) / s0) @ w1).astype(np.float32)))
 
 
+def padded_index(offsets: np.ndarray) -> torch.Tensor:
+    """Each step's candidate rows as one padded row of indices into x (-1 = padding), so a batch's
+    listwise softmax is one call."""
+    starts, ends = offsets[:-1], offsets[1:]
+    width = int((ends - starts).max()) if len(starts) else 0
+    index = np.full((len(starts), width), -1, dtype=np.int64)
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        index[i, :e - s] = np.arange(s, e)
+    return torch.from_numpy(index)
+
+
+def unlikelihood(scores: torch.Tensor, rejected: torch.Tensor) -> torch.Tensor:
+    """Mean −log(1 − p) of each row's rejected candidate under the row's softmax (padding at -inf):
+    log(1 − p) = logsumexp(the other candidates) − logsumexp(all), finite even where p → 1."""
+    others = scores.scatter(1, rejected[:, None], float("-inf"))
+    kept = torch.logsumexp(others, dim=1) - torch.logsumexp(scores, dim=1)
+    return -kept.clamp(min=-30.0).mean()
+
+
 def train(x: np.ndarray, offsets: np.ndarray, target: np.ndarray, *, hidden: int = 64, epochs: int = 60,
           lr: float = 3e-3, weight_decay: float = 1e-4, seed: int = 0, init: Path | None = None,
-          batch_steps: int = 64, stop: np.ndarray | None = None) -> tuple[dict, list]:
+          batch_steps: int = 64, stop: np.ndarray | None = None, negatives: dict | None = None,
+          claim_weight: float = 1.0) -> tuple[dict, list]:
     """`stop`: each step's terminate candidate (its index within the step), for the premature stop
-    rate: the share of steps not ending in terminate where the head ranks terminate first."""
+    rate: the share of steps not ending in terminate where the head ranks terminate first.
+    `negatives`: {neg_x, neg_offsets, neg_target} (rejected success claims), weighted by `claim_weight`;
+    metrics give the share of them the trained head still ranks first (train_false_claim)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     features = x.shape[1]
     model = build(features, hidden)
     inherited = load_init(model, init, features)
-    # Every training standardises by its own data (a parent's 0/1 from an untrained round 0 would
-    # otherwise be inherited by every round); a warm start is re-expressed in the new terms.
+    # Every training standardises by its own data, the rejected claims' screens included (a parent's
+    # 0/1 from an untrained round 0 would otherwise be inherited by every round); a warm start is
+    # re-expressed in the new terms.
     if len(target):
-        mean, std = x.mean(axis=0).astype(np.float32), (x.std(axis=0) + 1e-3).astype(np.float32)
+        seen = x if negatives is None or not len(negatives["neg_target"]) else np.concatenate([x, negatives["neg_x"]])
+        mean, std = seen.mean(axis=0).astype(np.float32), (seen.std(axis=0) + 1e-3).astype(np.float32)
         if inherited is not None:
             restandardise(model, inherited, (mean, std))
     elif inherited is not None:
@@ -84,13 +111,14 @@ def train(x: np.ndarray, offsets: np.ndarray, target: np.ndarray, *, hidden: int
         mean, std = np.zeros(features, np.float32), np.ones(features, np.float32)
     xs = torch.from_numpy(((x - mean) / std).astype(np.float32))
     starts, ends = offsets[:-1], offsets[1:]
-    width = int((ends - starts).max()) if len(target) else 0
-    # Each step's candidates as one padded row (-1 = padding), so a batch's listwise softmax is one call.
-    index = np.full((len(target), width), -1, dtype=np.int64)
-    for i, (s, e) in enumerate(zip(starts, ends)):
-        index[i, :e - s] = np.arange(s, e)
-    index, labels = torch.from_numpy(index), torch.from_numpy(target.astype(np.int64))
-    curve = []
+    index, labels = padded_index(offsets), torch.from_numpy(target.astype(np.int64))
+    claims = len(negatives["neg_target"]) if negatives is not None and len(target) else 0
+    if claims:
+        neg_xs = torch.from_numpy(((negatives["neg_x"] - mean) / std).astype(np.float32))
+        neg_index = padded_index(negatives["neg_offsets"])
+        neg_labels = torch.from_numpy(negatives["neg_target"].astype(np.int64))
+        neg_order = torch.from_numpy(rng.permutation(claims))
+    curve, drawn = [], 0
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     for epoch in range(epochs):
         order, total = torch.from_numpy(rng.permutation(len(target))), 0.0
@@ -99,6 +127,12 @@ def train(x: np.ndarray, offsets: np.ndarray, target: np.ndarray, *, hidden: int
             rows = index[chosen]
             scores = model(xs[rows.clamp(min=0)]).squeeze(-1).masked_fill(rows < 0, float("-inf"))
             loss = torch.nn.functional.cross_entropy(scores, labels[chosen])
+            if claims:   # the claims cycle in a fixed shuffled order, one batch beside each batch of steps
+                picked = neg_order[torch.arange(drawn, drawn + min(batch_steps, claims)) % claims]
+                drawn += len(picked)
+                neg_rows = neg_index[picked]
+                neg_scores = model(neg_xs[neg_rows.clamp(min=0)]).squeeze(-1).masked_fill(neg_rows < 0, float("-inf"))
+                loss = loss + claim_weight * unlikelihood(neg_scores, neg_labels[picked])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -116,7 +150,15 @@ def train(x: np.ndarray, offsets: np.ndarray, target: np.ndarray, *, hidden: int
             going_on = stop is not None and target != stop
             if stop is not None and going_on.any():
                 premature = round(float(np.mean(best[going_on] == stop[going_on])), 4)
-    return weights, [*curve, {"train_accuracy": accuracy, "train_premature_stop": premature}]
+        false_claim = None
+        if claims:
+            neg_scores = model(neg_xs).squeeze(-1).numpy()
+            neg_offsets = negatives["neg_offsets"]
+            still = [int(np.argmax(neg_scores[s:e])) == t
+                     for s, e, t in zip(neg_offsets[:-1], neg_offsets[1:], negatives["neg_target"])]
+            false_claim = round(float(np.mean(still)), 4)
+    return weights, [*curve, {"train_accuracy": accuracy, "train_premature_stop": premature,
+                              "false_claims": claims, "train_false_claim": false_claim}]
 
 
 def main(argv=None):
@@ -127,19 +169,23 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=60)
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--claim-weight", type=float, default=1.0)
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     with np.load(args.data) as data:
         x, offsets, target = data["x"], data["offsets"], data["target"]
         stop = data["stop"] if "stop" in data else None
+        negatives = {name: data[name] for name in ("neg_x", "neg_offsets", "neg_target")} if "neg_x" in data else None
     started = time.perf_counter()
     weights, curve = train(x, offsets, target, hidden=args.hidden, epochs=args.epochs, seed=args.seed,
-                           init=Path(args.init) if args.init else None, stop=stop)
+                           init=Path(args.init) if args.init else None, stop=stop, negatives=negatives,
+                           claim_weight=args.claim_weight)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     np.savez(out / "weights.npz", **weights)
     (out / "config.json").write_text(json.dumps({"format": FORMAT, "features": int(x.shape[1]),
                                                  "hidden": args.hidden, "epochs": args.epochs, "seed": args.seed,
+                                                 "claim_weight": args.claim_weight,
                                                  "steps": int(len(target)), "candidates": int(len(x))}, indent=2))
     metrics = {"seconds": round(time.perf_counter() - started, 2), "curve": curve[:-1], **curve[-1]}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
