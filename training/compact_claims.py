@@ -74,8 +74,9 @@ def false_claim_arrays(counterfactual_queries: bool = True, success_judge: str |
         if step is None or not step.before:
             stats["skipped"] += 1
             continue
-        found, features = featurize(step.goal, step.history, step.before, step.screen, list(step.apps), step.package,
-                                    app_labels=trajectory.policy_app_labels)
+        # The apps the policy was offered (the phone's on a goal-only line), as the SFT export gives them.
+        found, features = featurize(step.goal, step.history, step.before, step.screen, trajectory.policy_apps,
+                                    step.package, app_labels=trajectory.policy_app_labels)
         index = target_index(found, step.action, step.screen)
         if index is None:
             stats["skipped"] += 1
