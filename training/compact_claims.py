@@ -5,7 +5,8 @@
 The SFT pool says what to do on a screen; it never says when *not* to stop. Every judged trajectory
 the agent ended with terminate(success) and the judges call a failure is one such fact: on that
 screen, after that history, the task was not done (training/rules/process_reward.py labels that
-step FALSE_CLAIM, −1). Each becomes a row set like an SFT step's — the screen's candidates,
+step −1: FALSE_CLAIM, or FIRST_ERROR where the ECDM's attribution located the error at the claim
+itself, as it mostly does). Each becomes a row set like an SFT step's — the screen's candidates,
 featurised with the policy's own compact_features — with the terminate candidate as the action the
 head should not rank first; training/trainer/compact.py lowers its probability (unlikelihood).
 
@@ -66,11 +67,13 @@ def false_claim_arrays(counterfactual_queries: bool = True, success_judge: str |
         stats["claims_read"] += 1
         steps = list(trajectory.steps.all())
         facts = judged_as(reward_data.judged_facts(trajectory, steps), trajectory, success_judge)
-        claims = [index for index, label in rules.judged_step_labels(facts).items()
-                  if label.source == rules.LabelSource.FALSE_CLAIM]
-        if not claims:
+        # The claim is the last step; the judgements call it wrong as a false claim or, where the ECDM's
+        # attribution located the first error at the claim itself, as that first error.
+        last = facts.steps[-1].index if facts.steps else None
+        label = rules.judged_step_labels(facts).get(last)
+        if label is None or label.label != rules.WRONG:
             continue
-        step = reward_data.step_inputs(trajectory, steps, wanted=set(claims)).get(claims[0])
+        step = reward_data.step_inputs(trajectory, steps, wanted={last}).get(last)
         if step is None or not step.before:
             stats["skipped"] += 1
             continue

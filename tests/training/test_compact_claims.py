@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from flywheel.blobs import store_blob
-from flywheel.models import FailureClass, Step, Trajectory, Verdict, Vote
+from flywheel.models import Attribution, FailureClass, Step, Trajectory, Verdict, Vote
 from flywheel.policies.compact import CompactHead
 from flywheel.policies.compact_features import SCALARS, V1_KINDS, featurize
 from tests.training.test_compact import APP, EDITOR, LIST, SCREEN, frame, notes_query, pool  # noqa: F401 (fixture)
@@ -51,6 +51,12 @@ def claims(settings, tmp_path):
     adversarial.failure_class = FailureClass.objects.create(key="step:no-effect:tap", cause="no-effect")
     adversarial.save()
     made["derived"] = ended(adversarial, "false", CLAIM)
+    # the ECDM located the first error at the claim itself: still a rejected claim
+    made["attributed"] = ended(query, "false", CLAIM)
+    Attribution.objects.create(trajectory=made["attributed"], level=3, cause="premature_stop", first_bad_step=1)
+    # ... and one earlier: the claim is still wrong (the verdict says so), beside that first error
+    made["attributed_earlier"] = ended(query, "false", CLAIM)
+    Attribution.objects.create(trajectory=made["attributed_earlier"], level=3, cause="grounding", first_bad_step=0)
     # never read: a benchmark rollout, a held-out query's trajectory, an ECDM replay
     ended(query, "false", CLAIM, destination="benchmark", line="benchmark")
     held_out = notes_query("A held-out task", "claims-held")
@@ -63,9 +69,10 @@ def claims(settings, tmp_path):
 
 def test_each_rejected_claim_is_its_screen_with_the_terminate_to_push_down(claims):
     arrays, stats = false_claim_arrays()
-    assert stats == {"claims_read": 4, "false_claims": 3, "skipped": 0}   # rejected, a_said_true, derived
+    # rejected, a_said_true, derived, attributed, attributed_earlier; not the true claim
+    assert stats == {"claims_read": 6, "false_claims": 5, "skipped": 0}
     offsets, target = arrays["neg_offsets"], arrays["neg_target"]
-    assert len(target) == 3 and offsets[0] == 0 and offsets[-1] == len(arrays["neg_x"]) and (np.diff(offsets) > 5).all()
+    assert len(target) == 5 and offsets[0] == 0 and offsets[-1] == len(arrays["neg_x"]) and (np.diff(offsets) > 5).all()
     # each target is its block's terminate candidate: its kind's one-hot (columns 32-41 of the layout)
     found, features = featurize("Open my Gift ideas note and pin it", "", EDITOR, SCREEN, [APP], APP)
     kind_column = 32 + V1_KINDS.index("terminate")
@@ -78,10 +85,11 @@ def test_each_rejected_claim_is_its_screen_with_the_terminate_to_push_down(claim
 
 def test_the_ablations_read_the_claims_as_their_snapshots_do(claims):
     _, without_derived = false_claim_arrays(counterfactual_queries=False)
-    assert without_derived["false_claims"] == 2
+    assert without_derived["false_claims"] == 4
     # judge A alone: the HTSC-True claim it calls False is rejected, the False one it calls True is not
     _, single = false_claim_arrays(success_judge="A")
-    assert single["claims_read"] == 4 and single["false_claims"] == 2   # rejected, true_claim
+    # rejected and true_claim (A voted False); the others have no vote of A: undecided, no label
+    assert single["claims_read"] == 6 and single["false_claims"] == 2
     with pytest.raises(ValueError, match="success_judge"):
         false_claim_arrays(success_judge="Z")
 
@@ -135,8 +143,8 @@ def test_the_head_learns_not_to_stop_where_the_judges_said_it_was_not_done(torch
 def test_train_compact_adds_the_rejected_claims_and_says_how_many(pool, claims, torch):  # noqa: F811
     model = train_compact("compact-claims-r1", epochs=20)
     report = json.loads(Path(model.artifact, "training.json").read_text())
-    assert report["false_claims"] == {"claims_read": 4, "false_claims": 3, "skipped": 0}
-    assert report["trainer"]["false_claims"] == 3 and report["trainer"]["train_false_claim"] is not None
+    assert report["false_claims"] == {"claims_read": 6, "false_claims": 5, "skipped": 0}
+    assert report["trainer"]["false_claims"] == 5 and report["trainer"]["train_false_claim"] is not None
     with np.load(Path(model.artifact, "features.npz")) as data:
         assert data["neg_target"].tolist() == false_claim_arrays()[0]["neg_target"].tolist()
     alone = train_compact("compact-claims-off", epochs=1, false_claims=False)
