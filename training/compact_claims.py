@@ -18,7 +18,6 @@ or with one judge's vote deciding the outcome (training/single_judge.py).
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 import numpy as np
 
@@ -28,8 +27,6 @@ from flywheel.rules.stops import StopKind
 from training import reward_data
 from training.rules import process_reward as rules
 from training.single_judge import SYSTEMS, latest_vote
-
-log = logging.getLogger(__name__)
 
 DEFAULT_LIMIT = 3000    # the newest claims one training reads (about 60 ms each to featurise, unseen screens)
 

@@ -9,8 +9,8 @@ its terminate candidate, for the premature stop rate in metrics.json), and optio
 success claims (training/compact_claims.py) as `neg_x`, `neg_offsets`, `neg_target`: the same layout,
 the target the claimed terminate. The loss is the listwise softmax cross-entropy of each step's
 candidate scores, plus `claim_weight` × the unlikelihood −log(1 − p) of each rejected claim (a batch
-of them beside every batch of steps), so a stop is ranked first only where the judges' data allow it. `--epochs 0` writes the untrained (seeded random)
-head: round 0 of the flywheel demo. Writes weights.npz, config.json and metrics.json into DIR (the
+of them beside every batch of steps), so a stop is ranked first only where the judges' data allow it.
+`--epochs 0` writes the untrained (seeded random) head: round 0 of the flywheel demo. Writes weights.npz, config.json and metrics.json into DIR (the
 format flywheel/policies/compact.py reads; numpy at inference, torch only here).
 """
 from __future__ import annotations
