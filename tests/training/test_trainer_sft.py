@@ -141,8 +141,11 @@ def descendants(pid: int) -> list[int]:
 def run_torchrun(module: str, config, timeout=90, tries=3) -> subprocess.CompletedProcess:
     """Two gloo ranks on this machine: on loopback (other suites add and remove network interfaces),
     one thread each on 2 cores. A hang takes torchrun and every rank down; gloo on a loaded 2-core
-    machine has been seen to hang while the ranks meet (nothing printed; a run takes ~10 s otherwise), so
-    a hang is tried again, up to `tries` times, and the last one fails with what the ranks printed."""
+    machine has been seen to hang while the ranks meet (nothing printed; a run takes ~10 s otherwise), and
+    once to abort a rank there (C++ "terminate called without an active exception", SIGABRT, in a whole
+    run under four test workers), so a hang or a rank killed by SIGABRT is tried again, up to `tries`
+    times, and the last one fails with what the ranks printed. A trainer's own error exits with status 1
+    and its traceback: never tried again."""
     env = dict(trainer_env(), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
     argv = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m", module, "--config", str(config)]
     for attempt in range(1, tries + 1):
@@ -150,7 +153,10 @@ def run_torchrun(module: str, config, timeout=90, tries=3) -> subprocess.Complet
                                    text=True, start_new_session=True)
         try:
             stdout, stderr = process.communicate(timeout=timeout)
-            return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+            aborted = process.returncode != 0 and "Signal 6 (SIGABRT)" in stderr
+            if not aborted or attempt == tries:
+                return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+            start_afresh(config)
         except subprocess.TimeoutExpired:
             for pid in [process.pid, *descendants(process.pid)]:
                 try:
@@ -161,10 +167,15 @@ def run_torchrun(module: str, config, timeout=90, tries=3) -> subprocess.Complet
             if attempt == tries:
                 output = stdout[-3000:], stderr[-3000:]
                 raise AssertionError(f"torchrun {module} did not finish in {timeout} s, {tries} times: {output}")
-            output_dir = Path(json.loads(Path(config).read_text())["output_dir"])
-            for entry in output_dir.iterdir():  # the next try starts afresh, not from a hung try's checkpoint
-                if entry.name != "config.json":
-                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+            start_afresh(config)
+
+
+def start_afresh(config) -> None:
+    """The next try starts from a clean output folder, not from a failed try's checkpoint."""
+    output_dir = Path(json.loads(Path(config).read_text())["output_dir"])
+    for entry in output_dir.iterdir():
+        if entry.name != "config.json":
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
 
 
 @pytest.fixture(scope="module")
