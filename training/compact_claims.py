@@ -22,6 +22,7 @@ import dataclasses
 import numpy as np
 
 from flywheel.models import VoteValue
+from flywheel.models.trajectories import GUIDED_LINES
 from flywheel.policies.compact_features import SCALARS, featurize, target_index
 from flywheel.rules.stops import StopKind
 from training import reward_data
@@ -60,6 +61,7 @@ def false_claim_arrays(counterfactual_queries: bool = True, success_judge: str |
     terminate candidate the target to push down."""
     blocks, offsets, targets = [], [0], []
     stats = {"claims_read": 0, "false_claims": 0, "skipped": 0}
+    offered = {}   # the apps (and labels) offered, read once per query (guided lines) or phone, as the export does
     for trajectory in claimed_trajectories(counterfactual_queries, success_judge)[:limit].iterator(chunk_size=200):
         stats["claims_read"] += 1
         steps = list(trajectory.steps.all())
@@ -75,8 +77,12 @@ def false_claim_arrays(counterfactual_queries: bool = True, success_judge: str |
             stats["skipped"] += 1
             continue
         # The apps the policy was offered (the phone's on a goal-only line), as the SFT export gives them.
-        found, features = featurize(step.goal, step.history, step.before, step.screen, trajectory.policy_apps,
-                                    step.package, app_labels=trajectory.policy_app_labels)
+        key = (trajectory.query_id,) if trajectory.line in GUIDED_LINES else ("phone", trajectory.device_id)
+        if key not in offered:
+            offered[key] = (trajectory.policy_apps, trajectory.policy_app_labels)
+        apps, labels = offered[key]
+        found, features = featurize(step.goal, step.history, step.before, step.screen, apps, step.package,
+                                    app_labels=labels)
         index = target_index(found, step.action, step.screen)
         if index is None:
             stats["skipped"] += 1
