@@ -160,10 +160,12 @@ def start_web(port, log):
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return process
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+                if sock.getsockname() != sock.getpeername():  # not a connection to itself
+                    return process
         except OSError:
-            time.sleep(0.2)
+            pass
+        time.sleep(0.2)
     raise SystemExit(f"uvicorn did not start; see {log.name}")
 
 

@@ -11,9 +11,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def port_open(host, port, timeout=0.5):
+    """Something listens on host:port. A connection to itself is not that: with nothing listening
+    on a port in the ephemeral range, the kernel may pick that very port as the source."""
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            return sock.getsockname() != sock.getpeername()
     except OSError:
         return False
 

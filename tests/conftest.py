@@ -214,10 +214,15 @@ def wait_for_port(port, process, timeout=30):
         if process.poll() is not None:
             raise RuntimeError(f"process exited with {process.returncode}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+                # Nothing listening yet, the kernel may pick the port itself as this connection's
+                # source port (both in the ephemeral range) and connect the socket to itself: that
+                # answer is not the process's (a browser test then met a refused connection).
+                if sock.getsockname() != sock.getpeername():
+                    return
         except OSError:
-            time.sleep(0.1)
+            pass
+        time.sleep(0.1)
     raise TimeoutError(f"nothing listens on {port}")
 
 
