@@ -148,6 +148,10 @@ class LeaseKeeper:
 
     def stop(self):
         self._stop.set()
+        # Pooled, a beat in progress may be waiting for the very connection the holder's thread has:
+        # joining it while holding that connection stalled a host until the pool's timeout (30 s)
+        # and let every lease of the host run out meanwhile.
+        release_connection()
         self._thread.join()
 
 

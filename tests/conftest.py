@@ -271,7 +271,7 @@ def start_celery_worker(log_path, extra_env):
         if process.poll() is not None:
             raise RuntimeError(Path(log_path).read_text())
         if app.control.ping(timeout=0.5, destination=[name]):
-            process.worker_name, process.queues = name, queues.split(",")
+            process.worker_name, process.queues, process.log_path = name, queues.split(","), Path(log_path)
             return process
     stop(process)
     raise TimeoutError("worker did not answer ping: " + Path(log_path).read_text())

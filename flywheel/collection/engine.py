@@ -73,6 +73,7 @@ def wait_for_a_person(step, config, lease, lease_ttl, should_stop):
             return answer
         if lease is not None:
             leases.heartbeat(lease, ttl=lease_ttl)
+        release_connection()  # pooled, a person's minutes must not hold one the host's phones write with
         time.sleep(0.5)
     return None
 

@@ -11,16 +11,15 @@ from django.db.models import Q
 from django.utils import timezone
 
 from devices.audit import audit, enabled_rules
+from devices.db_pool import release_connection
 from devices.phone import PhoneConnection, PhoneUnavailable
 from devices.uitree import node_at, parse_hierarchy
 from flywheel.blobs import read_blob
 from flywheel.events import publish
-from flywheel.judging import SystemVote
+from flywheel.judging import SystemVote, system_b, system_c
 from flywheel.judging.destinations import route_trajectory
 from flywheel.judging.llm_judge import judge_model_version
 from flywheel.judging.system_a import system_a_vote
-from flywheel.judging.system_b import system_b_vote
-from flywheel.judging.system_c import system_c_vote
 from flywheel.judging.trajectory_view import StepView, TrajectoryView
 from flywheel.models import Line, Outcome, Step, Trajectory, Verdict, Vote
 from flywheel.policies.protocol import AGENT_STOPS
@@ -186,11 +185,15 @@ def _judge(trajectory: Trajectory, phone: PhoneConnection | None, claim=None) ->
     blocked = {s.index for s in trajectory.steps.all() if (s.audit or {}).get("blocked")}
     violation = safety_checklist(view, blocked_steps=blocked)
     judge = judge_model_version()
+    thresholds_b, thresholds_c = system_b.calibrated_thresholds(), system_c.calibrated_thresholds()
+    # The votes read no database: pooled, their seconds (a phone read, OCR, model calls) hold no
+    # connection the host's phones and lease keepers need (held, a loaded host lost its leases).
+    release_connection()
     votes = [
         system_a_vote(phone, view.verification) if phone is not None
         else SystemVote("A", "abstain", "the phone's terminal state was not available"),
-        system_b_vote(view, judge),
-        system_c_vote(view, judge),
+        system_b.system_b_vote(view, judge, thresholds=thresholds_b),
+        system_c.system_c_vote(view, judge, thresholds=thresholds_c),
     ]
     for vote in votes:
         vote.safety_violation = violation

@@ -37,6 +37,11 @@ def test_three_phones_share_two_connections_and_collect_every_trajectory(farm_se
     assert run.status == "done" and run.completed == 3
     trajectories = list(Trajectory.objects.filter(run=run))
     assert len({t.device_id for t in trajectories}) == 3  # one per phone, more phones than connections
-    assert all(t.steps.filter(executed_action__isnull=False).exists() and t.destination for t in trajectories), [
-        (t.status, t.stop_reason, t.verdict) for t in trajectories]
+    assert all(t.steps.filter(executed_action__isnull=False).exists() and t.destination for t in trajectories), (
+        [(t.status, t.stop_reason, t.verdict) for t in trajectories],
+        celery_worker_process.log_path.read_text()[-6000:])  # what the worker said, when it fails
     assert 1 <= most <= 2, f"the worker held {most} connections with a pool of 2"
+    # No thread waited out the pool: a phone joining its lease keeper while holding a connection the
+    # keeper waited for stalled the host for the pool's 30 s, and its leases ran out meanwhile.
+    worker_log = celery_worker_process.log_path.read_text()
+    assert "couldn't get a connection" not in worker_log, worker_log[-6000:]
