@@ -224,6 +224,7 @@ class ElementMeaning:
     money: bool           # a price is on the element
     negative: bool        # it says no
     price_only: bool      # it is nothing but a price
+    words: int = 0        # its title's words (0: an id or icon only)
 
 
 def element_meaning(labels: list[str], resource_id: str) -> ElementMeaning:
@@ -249,7 +250,8 @@ def element_meaning(labels: list[str], resource_id: str) -> ElementMeaning:
     lead = acting[0].first if acting and labelled else (id_line.first if id_line else frozenset())
     negative = C.NEGATIVE in lead or (dialog == "negative" and not labelled)
     return ElementMeaning(concepts, any(line.money for line in lines), negative,
-                          len(lines) == 1 and lines[0].price_only and not concepts)
+                          len(lines) == 1 and lines[0].price_only and not concepts,
+                          acting[0].words if acting and labelled else 0)
 
 
 def own_act(e: set, money: bool) -> Verdict | None:
@@ -318,6 +320,10 @@ CONTEXT_ACTS = {
     C.PAY_WEAK: (Act.PURCHASE,),
     C.COMMIT: (Act.PURCHASE,),
 }
+# A reset that names what it resets ("Reset Wi-Fi, mobile & Bluetooth", "Reset app preferences") is
+# that reset, even listed beside "Erase all data (factory reset)"; a bare "Reset" / "Reset all" / "初期化"
+# takes the screen's meaning.
+BARE_RESET_WORDS = 2
 CONTEXT_EVIDENCE = {Act.PURCHASE: "a confirmation on a payment screen",
                     Act.TRANSFER: "a confirmation on a money-transfer screen",
                     Act.DELETE: "a confirmation of an irreversible deletion",
@@ -344,8 +350,9 @@ def judge_words(labels: list[str], resource_id: str, page_lines: list[str]) -> V
         return Verdict(Act.PURCHASE, "placing an order on a screen that shows how it is paid")
     if (C.PAY_WEAK in e or C.COMMIT in e) and page.money and not page.done:  # "Subscribe" under "$9.99/month"
         page.topics.add(Act.PURCHASE)
+    kinds = [kind for kind in CONTEXT_ACTS if kind in e and not (kind == C.RESET_WEAK and element.words > BARE_RESET_WORDS)]
     for act in Act:
-        if act in page.topics and any(act in CONTEXT_ACTS[kind] for kind in CONTEXT_ACTS if kind in e):
+        if act in page.topics and any(act in CONTEXT_ACTS[kind] for kind in kinds):
             if page.done and act in (Act.PURCHASE, Act.TRANSFER):
                 continue
             return Verdict(act, CONTEXT_EVIDENCE[act])

@@ -14,7 +14,7 @@ from perf.safety_audit import case_screen, default_rules, figures, load_cases, r
 RULES = default_rules()
 CASES = load_cases()
 
-# The figures the whole set must keep (at the time of writing: 0.981 and 0.992 over 921 cases).
+# The figures the whole set must keep (at the time of writing: 0.981 and 0.992 over 925 cases).
 # The misses are known: "Buy now" in languages the lexicon does not cover (Turkish, Indonesian,
 # Vietnamese, Polish, Dutch), a bare "Перевести" (transfer or translate), "Subscribe now" and
 # "Clear chat" with no screen around them.
@@ -62,6 +62,24 @@ def test_a_meaning_block_names_its_rule_its_category_and_why():
     assert decision.rule.category == "payment" and "a purchase or payment" in decision.reason
     decision = click_on("OK", screen=["Delete account?", "This cannot be undone."])
     assert decision.rule.category == "irreversible" and "irreversible deletion" in decision.reason
+
+
+RESET_OPTIONS = ["Reset options", "Reset Wi-Fi, mobile & Bluetooth", "Reset app preferences",
+                 "Erase all data (factory reset)"]  # Android's System → Reset options
+
+
+@pytest.mark.parametrize("label, blocked", [
+    ("Reset Wi-Fi, mobile & Bluetooth", False),   # names what it resets: the network, not the phone
+    ("Reset app preferences", False),
+    ("Erase all data (factory reset)", True),
+])
+def test_a_reset_that_names_its_object_is_not_the_factory_reset_listed_beside_it(label, blocked):
+    assert click_on(label, screen=[line for line in RESET_OPTIONS if line != label]).blocked is blocked
+
+
+def test_a_bare_reset_takes_the_meaning_of_its_screen():
+    assert click_on("Reset all", screen=["Factory data reset", "All data on your phone will be erased"]).blocked
+    assert not click_on("Reset all", screen=["Reset filters?", "Every filter goes back to its default"]).blocked
 
 
 @pytest.mark.parametrize("screen, blocked", [

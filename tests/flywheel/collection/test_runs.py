@@ -157,7 +157,7 @@ def test_schema_line_clarifies_before_the_confirmation_and_the_spec_answers(phon
     drive_host(run.pk, farm_settings.address, 1)
     trajectory = Trajectory.objects.get(run=run)
     actions = [s.executed_action["action"] for s in trajectory.steps.order_by("index") if s.executed_action]
-    assert "clarify" in actions, actions
+    assert "clarify" in actions, (actions, trajectory.status, trajectory.stop_reason)
     after = actions[actions.index("clarify") + 1]
     assert after == "click" and actions[-1] == "terminate"
     clarify_step = trajectory.steps.get(executed_action__action="clarify")
