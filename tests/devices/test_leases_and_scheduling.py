@@ -70,17 +70,22 @@ def test_lease_expires_unless_heartbeats_extend_it():
 @pytest.mark.django_db(transaction=True)
 def test_a_keeper_hands_its_connection_back_after_every_beat(monkeypatch):
     """Pooled (DATABASE_POOL_SIZE), a keeper holding its connection while its holder's thread waits
-    for one stalls a host whose phones outnumber its connections: it gives it back after each beat."""
+    for one stalls a host whose phones outnumber its connections: it gives it back after each beat.
+    And the holder gives its own back before it joins the keeper, whose beat may be waiting for it."""
     phone = make_device("p1")
     lease = leases.acquire(phone, holder="worker-1", ttl=timedelta(seconds=30))
     beats, handed_back = [], []
     real_heartbeat = leases.heartbeat
+    holder = threading.current_thread()
     monkeypatch.setattr(leases, "heartbeat", lambda *a, **k: beats.append(1) or real_heartbeat(*a, **k))
-    monkeypatch.setattr(leases, "release_connection", lambda: handed_back.append(len(beats)))
+    monkeypatch.setattr(leases, "release_connection",
+                        lambda: handed_back.append((threading.current_thread() is holder, len(beats))))
     with leases.kept_alive(lease, ttl=timedelta(seconds=30), every_s=0.05) as keeper:
         threading.Event().wait(0.4)
     assert not keeper.lost and len(beats) >= 3
-    assert handed_back == list(range(1, len(beats) + 1)), "one hand-back right after each beat"
+    by_keeper = [n for by_holder, n in handed_back if not by_holder]
+    assert by_keeper == list(range(1, len(beats) + 1)), "one hand-back right after each beat"
+    assert [by_holder for by_holder, _ in handed_back].count(True) == 1, "the holder's, once, as it stops the keeper"
 
 
 @pytest.mark.django_db
