@@ -201,6 +201,10 @@ def measure(label: str, var: Path, env: dict, url: str, hosts: int, seconds: flo
     finally:
         for worker in workers:
             stop(worker)
+    missing = [i for i in range(hosts) if not (run_dir / f"host-{i}.json").exists()]
+    if missing:
+        raise RuntimeError(f"hosts {missing} wrote no figures; their log ends:\n"
+                           f"{(run_dir / 'hosts.log').read_text()[-4000:]}")
     results = [json.loads((run_dir / f"host-{i}.json").read_text()) for i in range(hosts)]
     return summarize(label, results, before, after, window)
 
