@@ -6,14 +6,17 @@ A frame that cannot be read (none stored, missing from the blob store, undecodab
 timed out, tesseract not installed) raises FrameUnreadable with the reason: the judge abstains
 rather than guess.
 """
+import hashlib
 import io
 import re
+import threading
+from collections import OrderedDict
 
 from PIL import Image, ImageChops, UnidentifiedImageError
 
 from flywheel.judging.trajectory_view import TrajectoryView
 from flywheel.screens.ocr import OcrFailed, OcrWord, ocr_words
-from flywheel.screens.ocr_candidates import contrast_frame
+from flywheel.screens.ocr_candidates import contrast_words, png_size
 
 STATUS_BAR_SHARE = 0.04   # the top band (clock, battery, notification icons) changes on its own
 THUMB_SCALE = 0.5         # half size still shows one digit changing (a quantity 1 → 2)
@@ -24,6 +27,7 @@ HORIZONTAL_WEIGHT = 0.25  # words_at: how much a horizontal offset counts agains
 SAME_TARGET_PX = 25       # words_at: words this much farther than the nearest belong to the same target
 COVERED_SHARE = 0.8
 MERGED_MIN_CHARS = 6      # words run together are matched when they make at least this many letters
+KNOWN_PAIRS = 4096        # per process: whether two frames (by digest) show the same screen
 
 
 class FrameUnreadable(Exception):
@@ -50,6 +54,31 @@ def covers(haystack: list[str], needle: list[str]) -> bool:
     return sum(1 for word in needle if word in present) >= COVERED_SHARE * len(needle)
 
 
+class _SameScreen:
+    """unchanged()'s answers by the two frames' digests: a screen recurs across steps and trajectories,
+    and each answer costs two full-size decodes."""
+
+    def __init__(self):
+        self._known: OrderedDict[tuple[str, str], bool] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> bool | None:
+        with self._lock:
+            answer = self._known.get(key)
+            if answer is not None:
+                self._known.move_to_end(key)
+            return answer
+
+    def put(self, key: tuple[str, str], answer: bool) -> None:
+        with self._lock:
+            self._known[key] = answer
+            while len(self._known) > KNOWN_PAIRS:
+                self._known.popitem(last=False)
+
+
+_same_screen = _SameScreen()
+
+
 def contains_sequence(haystack: list[str], needle: list[str]) -> bool:
     if not needle:
         return False
@@ -63,7 +92,7 @@ class Frames:
     def __init__(self, view: TrajectoryView):
         self.view = view
         self.loaders = view.screenshot_loaders()
-        self._png, self._words, self._thumb, self._contrast, self._size = {}, {}, {}, {}, {}
+        self._png, self._words, self._thumb, self._contrast, self._size, self._digest = {}, {}, {}, {}, {}, {}
 
     def __len__(self):
         return len(self.loaders)
@@ -104,11 +133,10 @@ class Frames:
 
     def contrast_words(self, i: int) -> list[OcrWord]:
         """The words a second reading finds where light words sit on coloured buttons (tesseract reads
-        dark on light): each pixel against its neighbourhood (ocr_candidates.contrast_frame)."""
+        dark on light): each pixel against its neighbourhood (ocr_candidates.contrast_words)."""
         if i not in self._contrast:
-            inverted = contrast_frame(self.png(i))
             try:
-                found = ocr_words(inverted) if inverted else []
+                found = contrast_words(self.png(i))
             except OcrFailed as error:
                 raise FrameUnreadable(f"OCR of {self.label(i)} failed: {error}") from None
             self._contrast[i] = found or []
@@ -118,8 +146,19 @@ class Frames:
         return tokens(" ".join(w.text for w in self.contrast_words(i)))
 
     def size(self, i: int) -> tuple[int, int]:
-        self._thumbnail(i)
+        """(width, height): from a PNG's header, else from the decoded frame."""
+        if i not in self._size:
+            header = png_size(self.png(i))
+            if header is None:
+                self._thumbnail(i)   # decodes the frame and notes its size (or raises FrameUnreadable)
+            else:
+                self._size[i] = header
         return self._size[i]
+
+    def digest(self, i: int) -> str:
+        if i not in self._digest:
+            self._digest[i] = hashlib.sha256(self.png(i)).hexdigest()
+        return self._digest[i]
 
     def shows(self, i: int, text: str) -> bool:
         """The words of `text` appear on the frame (covers()); the second reading only when the first
@@ -174,8 +213,14 @@ class Frames:
         """Frames i and j show the same screen (below the status bar)."""
         if i == j or self.png(i) == self.png(j):
             return True
-        a, b = self._thumbnail(i), self._thumbnail(j)
-        if a.size != b.size:
-            return False
-        moved = ImageChops.difference(a, b).point(lambda v: 255 if v > PIXEL_DELTA else 0)
-        return moved.histogram()[255] < CHANGED_PIXELS
+        key = tuple(sorted((self.digest(i), self.digest(j))))
+        known = _same_screen.get(key)
+        if known is None:
+            a, b = self._thumbnail(i), self._thumbnail(j)
+            if a.size != b.size:
+                known = False
+            else:
+                moved = ImageChops.difference(a, b).point(lambda v: 255 if v > PIXEL_DELTA else 0)
+                known = moved.histogram()[255] < CHANGED_PIXELS
+            _same_screen.put(key, known)
+        return known

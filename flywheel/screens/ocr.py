@@ -4,14 +4,18 @@ dump (the pixel-reading judge, policies on pages whose hierarchy is blind: web v
 Uses Debian's `tesseract` when installed; without it OCR is unavailable (`ocr_words` returns None).
 What tesseract read (its TSV: every word with its box) is stored beside the screenshot
 (`ocr/<sha256>.tsv` through Django's storage), so a frame is read once, ever: re-judging a finished
-run or a calibration round does not run tesseract again. A reading that failed or timed out is not
+run or a calibration round does not run tesseract again. A second reading of a frame (its contrast
+image, flywheel.screens.ocr_candidates) is stored under the frame's own digest and the reading's
+name (`ocr/<sha256>.<variant>.tsv`): a frame seen again is neither prepared nor read again. A reading that failed or timed out is not
 stored; it raises OcrFailed with the reason, so a judge records an abstention instead of guessing.
 """
-import functools
 import hashlib
 import shutil
 import subprocess
 import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +25,7 @@ from django.core.files.storage import default_storage
 
 # Words tesseract is less sure of than this are noise on a phone screen (icons read as letters).
 MIN_CONFIDENCE = 40
+RECENT_READINGS = 1024   # per process, by stored name: a farm's screens recur across trajectories
 
 
 class OcrFailed(Exception):
@@ -49,8 +54,8 @@ def _timeout_s() -> float:
     return float(getattr(settings, "OCR_TIMEOUT_S", 30))
 
 
-def _stored_name(digest: str) -> str:
-    return f"ocr/{digest[:2]}/{digest}.tsv"
+def _stored_name(digest: str, variant: str = "") -> str:
+    return f"ocr/{digest[:2]}/{digest}{f'.{variant}' if variant else ''}.tsv"
 
 
 def _tesseract(png: bytes) -> str:
@@ -69,23 +74,55 @@ def _tesseract(png: bytes) -> str:
     return result.stdout.decode("utf-8", "replace")
 
 
-@functools.lru_cache(maxsize=512)
-def _tsv_cached(digest: str, png: bytes) -> str:
-    name = _stored_name(digest)
+class _RecentReadings:
+    """The last RECENT_READINGS TSVs read or loaded in this process, by stored name."""
+
+    def __init__(self):
+        self._tsv: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> str | None:
+        with self._lock:
+            tsv = self._tsv.get(name)
+            if tsv is not None:
+                self._tsv.move_to_end(name)
+            return tsv
+
+    def put(self, name: str, tsv: str) -> None:
+        with self._lock:
+            self._tsv[name] = tsv
+            while len(self._tsv) > RECENT_READINGS:
+                self._tsv.popitem(last=False)
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._tsv.clear()
+
+
+_recent = _RecentReadings()
+
+
+def _tsv_cached(name: str, read: Callable[[], str]) -> str:
+    """The stored reading `name`, or read() now and stored (a failed reading raises and is not stored)."""
+    tsv = _recent.get(name)
+    if tsv is not None:
+        return tsv
     try:
         if default_storage.exists(name):
             with default_storage.open(name, "rb") as handle:
-                return handle.read().decode("utf-8", "replace")
+                tsv = handle.read().decode("utf-8", "replace")
     except OSError:
-        pass  # an unreadable stored reading: read the frame again
-    tsv = _tesseract(png)
-    try:
-        if not default_storage.exists(name):
-            saved = default_storage.save(name, ContentFile(tsv.encode("utf-8")))
-            if saved != name:  # a concurrent reader stored it first
-                default_storage.delete(saved)
-    except OSError:
-        pass
+        tsv = None  # an unreadable stored reading: read the frame again
+    if tsv is None:
+        tsv = read()
+        try:
+            if not default_storage.exists(name):
+                saved = default_storage.save(name, ContentFile(tsv.encode("utf-8")))
+                if saved != name:  # a concurrent reader stored it first
+                    default_storage.delete(saved)
+        except OSError:
+            pass
+    _recent.put(name, tsv)
     return tsv
 
 
@@ -112,7 +149,22 @@ def ocr_words(png: bytes | None) -> list[OcrWord] | None:
     there is no frame. Raises OcrFailed when tesseract timed out or failed on this frame."""
     if not png or not ocr_available():
         return None
-    return parse_tsv(_tsv_cached(hashlib.sha256(png).hexdigest(), png))
+    return parse_tsv(_tsv_cached(_stored_name(hashlib.sha256(png).hexdigest()), lambda: _tesseract(png)))
+
+
+def derived_ocr_words(png: bytes | None, variant: str, prepare: Callable[[bytes], bytes | None]) -> list[OcrWord] | None:
+    """The words tesseract reads on prepare(png), an image made from the frame for a second reading;
+    stored under the frame's digest and `variant` (which names what prepare does, its settings
+    included), so prepare runs once per frame, ever. None when OCR is not installed or there is no
+    frame; [] when prepare makes no image of it. Raises OcrFailed as ocr_words does."""
+    if not png or not ocr_available():
+        return None
+
+    def read() -> str:
+        prepared = prepare(png)
+        return _tesseract(prepared) if prepared else ""
+
+    return parse_tsv(_tsv_cached(_stored_name(hashlib.sha256(png).hexdigest(), variant), read))
 
 
 def lines_of(words: list[OcrWord]) -> list[list[OcrWord]]:

@@ -22,7 +22,7 @@ from PIL import Image, UnidentifiedImageError
 
 from devices.uitree import UiNode, all_nodes, parse_hierarchy
 from flywheel.screens.blindness import SYSTEM_PACKAGES, hierarchy_is_blind
-from flywheel.screens.ocr import OcrFailed, OcrWord, lines_of, ocr_words
+from flywheel.screens.ocr import OcrFailed, OcrWord, derived_ocr_words, lines_of, ocr_words
 
 OCR_CLASS = "ocr.TextLine"
 # The system's status bar (clock, battery) is drawn over every page and is never the page's own
@@ -40,6 +40,7 @@ MIN_HEIGHT_SHARE = 0.006
 # its polarity. Measured on a 1080x2400 page: white-on-blue read only by this pass, ~0.1 s extra.
 CONTRAST_RADIUS = 24
 CONTRAST_LEVEL = 90
+CONTRAST_READING = f"contrast-r{CONTRAST_RADIUS}-l{CONTRAST_LEVEL}"   # its stored reading's name
 
 
 class PixelOutcome(enum.StrEnum):
@@ -100,6 +101,13 @@ def contrast_frame(png: bytes) -> bytes | None:
     return out.getvalue()
 
 
+def contrast_words(png: bytes | None) -> list[OcrWord] | None:
+    """tesseract's reading of contrast_frame(png), made once per frame ever (stored under the frame's
+    digest: a screen recurs across steps and trajectories, and the contrast image costs a full-size
+    decode, filter and encode). As ocr_words: None without OCR, OcrFailed when tesseract failed."""
+    return derived_ocr_words(png, CONTRAST_READING, contrast_frame)
+
+
 def _overlaps(a: OcrWord, b: OcrWord) -> bool:
     return (min(a.left + a.width, b.left + b.width) > max(a.left, b.left)
             and min(a.top + a.height, b.top + b.height) > max(a.top, b.top))
@@ -112,9 +120,7 @@ def read_words(png: bytes) -> list[OcrWord] | None:
     if words is None:
         return None
     words = [replace(w, line=(0, *w.line)) for w in words]
-    contrast = contrast_frame(png)
-    extra = ocr_words(contrast) if contrast else None
-    for word in extra or []:
+    for word in contrast_words(png) or []:
         if not any(_overlaps(word, seen) for seen in words):
             words.append(replace(word, line=(1, *word.line)))
     return words

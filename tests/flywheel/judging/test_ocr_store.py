@@ -19,14 +19,46 @@ def test_a_reading_is_stored_beside_the_frame_and_not_read_again(tmp_path, setti
     calls = []
     real = ocr._tesseract
     monkeypatch.setattr(ocr, "_tesseract", lambda data: calls.append(1) or real(data))
-    ocr._tsv_cached.cache_clear()
+    ocr._recent.cache_clear()
     first = ocr.ocr_text(png)
-    ocr._tsv_cached.cache_clear()                  # a new process: only the stored reading remains
+    ocr._recent.cache_clear()                  # a new process: only the stored reading remains
     second = ocr.ocr_text(png)
     assert first == second and "Order" in first and len(calls) == 1
     import hashlib
 
     assert default_storage.exists(ocr._stored_name(hashlib.sha256(png).hexdigest()))
+
+
+@pytest.mark.skipif(not ocr.ocr_available(), reason="Debian's tesseract is not installed")
+def test_a_frames_contrast_reading_is_made_once_and_stored_under_the_frame(tmp_path, settings, monkeypatch):
+    """The contrast image (a full-size decode, filter and encode) is not made again for a frame seen
+    again, in this process or the next."""
+    import hashlib
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    from flywheel.screens import ocr_candidates
+
+    settings.STORAGES = {**settings.STORAGES, "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
+    image = Image.new("RGB", (600, 160), (30, 90, 200))
+    ImageDraw.Draw(image).text((20, 50), "Checkout", fill="white", font=ImageFont.load_default(size=48))
+    path = tmp_path / "button.png"
+    image.save(path)
+    png = path.read_bytes()
+    made = []
+    real = ocr_candidates.contrast_frame
+    monkeypatch.setattr(ocr_candidates, "contrast_frame", lambda data: made.append(1) or real(data))
+    ocr._recent.cache_clear()
+    first = ocr_candidates.contrast_words(png)
+    again = ocr_candidates.contrast_words(png)
+    ocr._recent.cache_clear()                      # a new process: only the stored reading remains
+    stored = ocr_candidates.contrast_words(png)
+    assert [w.text for w in first] == [w.text for w in again] == [w.text for w in stored]
+    assert "Checkout" in [w.text for w in first] and len(made) == 1
+    digest = hashlib.sha256(png).hexdigest()
+    assert default_storage.exists(ocr._stored_name(digest, ocr_candidates.CONTRAST_READING))
+    assert not default_storage.exists(ocr._stored_name(digest))   # the frame's own reading is apart
 
 
 def test_a_reading_that_times_out_raises_and_is_not_stored(tmp_path, settings, monkeypatch):
@@ -40,7 +72,7 @@ def test_a_reading_that_times_out_raises_and_is_not_stored(tmp_path, settings, m
         raise subprocess.TimeoutExpired(args[0], kwargs.get("timeout"))
 
     monkeypatch.setattr(ocr.subprocess, "run", hang)
-    ocr._tsv_cached.cache_clear()
+    ocr._recent.cache_clear()
     with pytest.raises(ocr.OcrFailed, match="timed out"):
         ocr.ocr_words(b"not really a png")
     assert not list(tmp_path.rglob("*.tsv"))

@@ -258,3 +258,25 @@ def test_an_id_only_final_milestone_is_not_checked_in_pixels(ocr):
     spec = {"milestones": [{"name": "mac page", "resource_id": "com.android.settings:id/mac"}]}
     vote = system_c_vote(view([(HOME, click(10, 10)), (MAC, DONE)], MAC, spec=spec))
     assert vote.vote == "true" and "names no words (id only): not checked in pixels" in vote.rationale
+
+
+def test_whether_two_frames_show_one_screen_is_decided_once_per_pair_of_frames(monkeypatch):
+    """A screen recurs across steps and trajectories: a second trajectory over the same frames is answered
+    without decoding them again (and the answer is the same)."""
+    from flywheel.judging import frames
+    from tests.flywheel.judging.pixels import SIZE, frame_png
+
+    one, clock_moved, other = frame_png("Cart", "Quantity 1"), frame_png("Cart", "Quantity 1", clock="12:07"), \
+        frame_png("Cart", "Quantity 2")
+    steps = [(screen("Cart"), png, click(500, 700)) for png in (one, clock_moved, other)]
+    first = frames.Frames(framed(steps, screen("Cart"), spec={}))
+    answers = [first.unchanged(0, 1), first.unchanged(1, 2), first.unchanged(2, 0)]
+    assert answers == [True, False, False]
+
+    def decode(self, i):
+        raise AssertionError("decoded a frame whose comparison is known")
+
+    monkeypatch.setattr(frames.Frames, "_thumbnail", decode)
+    again = frames.Frames(framed(steps, screen("Cart"), spec={}))
+    assert [again.unchanged(1, 0), again.unchanged(2, 1), again.unchanged(0, 2)] == answers
+    assert again.size(0) == SIZE   # from the PNG's header, no decode
