@@ -14,6 +14,8 @@ stays queued and resumes when the endpoint answers again).
 """
 import hashlib
 import logging
+import threading
+import time
 
 from django.db import transaction
 from django.db.models import Max
@@ -216,8 +218,12 @@ def _not_scored(result: EvalResult, reason: str, recollect_it: bool = False):
                 not_scored_reason=(reason + "; not collected again (re-collection limit)")[:300])
 
 
-def refresh_evaluation(evaluation_id: int):
-    """Progress from the results; the run is done once its rollouts are over and nothing waits."""
+def refresh_evaluation(evaluation_id: int, rescore: bool = False):
+    """Progress from the results; the run is done once its rollouts are over and nothing waits.
+
+    Scoring reads every result of the run, and a running evaluation is refreshed twice per rollout:
+    its scores are brought up to date at most every SCORE_EVERY_S per process while it runs (the
+    sweep's `rescore` always), and always once it stops running."""
     from benchmark.metric import score_evaluation
 
     evaluation = EvalRun.objects.select_related("collection_run").get(pk=evaluation_id)
@@ -234,8 +240,28 @@ def refresh_evaluation(evaluation_id: int):
     if status:  # a run paused, cancelled or finished meanwhile keeps its status
         EvalRun.objects.filter(pk=evaluation_id, status__in=[EvalRun.Status.QUEUED, EvalRun.Status.RUNNING]).update(
             **status)
-    score_evaluation(evaluation_id)
+    running = status.get("status", evaluation.status) in (EvalRun.Status.QUEUED, EvalRun.Status.RUNNING)
+    if rescore or not running or _scoring_due(evaluation_id):
+        score_evaluation(evaluation_id)
     publish("benchmark", throttle_s=1.0, eval_run=evaluation_id)
+
+
+SCORE_EVERY_S = 5.0
+_last_scored: dict[int, float] = {}
+_last_scored_lock = threading.Lock()
+
+
+def _scoring_due(evaluation_id: int) -> bool:
+    """True at most once per SCORE_EVERY_S per evaluation in this process (a running run's scores)."""
+    now = time.monotonic()
+    with _last_scored_lock:
+        if now - _last_scored.get(evaluation_id, float("-inf")) < SCORE_EVERY_S:
+            return False
+        _last_scored[evaluation_id] = now
+        if len(_last_scored) > 256:   # long-finished runs
+            for stale in [pk for pk, at in _last_scored.items() if now - at > 60 * SCORE_EVERY_S]:
+                del _last_scored[stale]
+        return True
 
 
 def _open_rollouts(run) -> bool:
@@ -297,6 +323,6 @@ def sweep_evaluations() -> dict:
     swept = []
     for evaluation_id in EvalRun.objects.filter(status__in=[EvalRun.Status.QUEUED, EvalRun.Status.RUNNING]).values_list(
             "pk", flat=True):
-        refresh_evaluation(evaluation_id)
+        refresh_evaluation(evaluation_id, rescore=True)
         swept.append(evaluation_id)
     return {"swept": swept}

@@ -127,6 +127,38 @@ def test_evaluation_refuses_a_draft_and_unknown_settings(db, role_users):
         launch_evaluation(frozen, default_policy_version(), config={"temperature": 2}, dispatch=False)
 
 
+def test_a_running_evaluation_is_scored_at_most_every_few_seconds_and_always_once_it_stops(db, role_users, monkeypatch):
+    """Scoring reads every result of the run and a running run is refreshed twice per rollout; its scores
+    are brought up to date every SCORE_EVERY_S (the beat's sweep always), and always when it stops."""
+    from benchmark import infer, metric
+
+    manager = role_users["manager"]
+    benchmark = frozen_version([make_benchmark_query("sc-1")], manager, name="scoring")
+    evaluation = launch_evaluation(benchmark, default_policy_version(), config={"phones": 1}, user=manager,
+                                   dispatch=False)
+    scored = []
+    real = metric.score_evaluation
+    monkeypatch.setattr(metric, "score_evaluation", lambda pk: scored.append(pk) or real(pk))
+    clock = [1000.0]
+    monkeypatch.setattr(infer.time, "monotonic", lambda: clock[0])
+
+    infer.refresh_evaluation(evaluation.pk)
+    assert EvalRun.objects.get(pk=evaluation.pk).status == "running" and len(scored) == 1
+    infer.refresh_evaluation(evaluation.pk)          # a second rollout at once: not scored again yet
+    assert len(scored) == 1
+    infer.sweep_evaluations()                        # the sweep brings the scores up to date
+    assert len(scored) == 2
+    clock[0] += infer.SCORE_EVERY_S
+    infer.refresh_evaluation(evaluation.pk)
+    assert len(scored) == 3
+    infer.refresh_evaluation(evaluation.pk)
+    assert len(scored) == 3
+    EvalRun.objects.filter(pk=evaluation.pk).update(status="paused")
+    infer.refresh_evaluation(evaluation.pk)          # no longer running: scored every time
+    infer.refresh_evaluation(evaluation.pk)
+    assert len(scored) == 5 and EvalRun.objects.get(pk=evaluation.pk).scores["scored"] == 0
+
+
 def test_a_task_already_done_before_acting_is_flagged_and_not_scored(phones, farm_settings, role_users):
     # The success check passes right after the reset, before any action: android_world's known flaw.
     query = make_benchmark_query("already", text="Turn Bluetooth off", verification={
