@@ -78,6 +78,25 @@ def test_a_reading_that_times_out_raises_and_is_not_stored(tmp_path, settings, m
     assert not list(tmp_path.rglob("*.tsv"))
 
 
+def test_tesseract_runs_on_one_thread(tmp_path, settings, monkeypatch):
+    """Several phones' frames are read side by side: tesseract's own OpenMP threads would spin against them."""
+    import subprocess
+
+    settings.STORAGES = {**settings.STORAGES, "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
+    monkeypatch.setattr(ocr, "ocr_available", lambda: True)
+    seen = []
+
+    def run(command, **kwargs):
+        seen.append(kwargs["env"])
+        return subprocess.CompletedProcess(command, 0, stdout=b"level\n", stderr=b"")
+
+    monkeypatch.setattr(ocr.subprocess, "run", run)
+    ocr._recent.cache_clear()
+    assert ocr.ocr_words(b"a frame only this test reads") == []
+    assert seen and seen[0]["OMP_THREAD_LIMIT"] == "1" and seen[0]["PATH"]
+
+
 def test_tsv_rows_become_confident_words_with_boxes():
     tsv = ("level\tpage_num\tblock_num\tpar_num\tline_num\tword_num\tleft\ttop\twidth\theight\tconf\ttext\n"
            "5\t1\t2\t1\t1\t1\t100\t200\t80\t30\t91.5\tSave\n"
