@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from throwaway_db import create_database, drop_database
@@ -28,6 +29,7 @@ STAMP = time.strftime("%Y%m%d-%H%M%S")
 VAR = ROOT / "var" / "flywheel-demo" / f"run-{STAMP}"
 VAR.mkdir(parents=True, exist_ok=True)
 PHONES = int(os.environ.get("FLYWHEEL_DEMO_PHONES", "4"))
+HOSTS = max(1, min(PHONES, int(os.environ.get("FLYWHEEL_DEMO_HOSTS", "2"))))
 TIMEOUT_MIN = float(os.environ.get("FLYWHEEL_DEMO_TIMEOUT_MIN", "45"))
 os.environ["FLYWHEEL_VAR_DIR"] = str(VAR)
 os.environ.setdefault("FLYWHEEL_DEMO_REPORTS", str(ROOT / "var" / "flywheel-demo"))
@@ -65,11 +67,12 @@ from simfarm.launch import die_with_parent, running_farm, stop
 QUEUES = "default,collection,evaluation,repair,training,benchmark"
 
 
-def start_worker(address, log):
-    env = dict(os.environ, ADB_SERVERS=address)
+def start_worker(addresses, log):
+    env = dict(os.environ, ADB_SERVERS=",".join(addresses))
+    host_queues = ",".join(host_queue(address) for address in addresses)
     return subprocess.Popen(
         [str(ROOT / ".venv/bin/celery"), "-A", "config", "worker", "-B", "-s", str(VAR / "beat-schedule"),
-         "--concurrency", "4", "-l", "warning", "-Q", f"{QUEUES},{host_queue(address)}",
+         "--concurrency", str(3 + len(addresses)), "-l", "warning", "-Q", f"{QUEUES},{host_queues}",
          "-n", f"demo-{os.getpid()}@%h", "--without-mingle", "--without-gossip"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
 
@@ -95,16 +98,28 @@ def print_report(report: dict):
     print(f"targets {report['targets']}; met {report['met']}")
 
 
+def farm_sizes(phones: int, hosts: int) -> list[int]:
+    """Phones per host, as even as they go (5 on 2 hosts: 3 and 2)."""
+    return [phones // hosts + (1 if i < phones % hosts else 0) for i in range(hosts)]
+
+
 def main():
     call_command("migrate", verbosity=0)
     config = clean_demo_config({"phones": PHONES})
-    with running_farm(devices=PHONES, log_path=VAR / "farm.log") as farm, open(VAR / "worker.log", "wb") as log:
-        os.environ["ADB_SERVERS"] = farm.address
+    with ExitStack() as stack:
+        farms, first = [], 0
+        for index, size in enumerate(farm_sizes(PHONES, HOSTS)):
+            farms.append(stack.enter_context(running_farm(
+                devices=size, log_path=VAR / f"farm-{index + 1}.log", extra_args=("--first-device", str(first)))))
+            first += size
+        log = stack.enter_context(open(VAR / "worker.log", "wb"))
+        addresses = [farm.address for farm in farms]
+        os.environ["ADB_SERVERS"] = ",".join(addresses)
         from django.conf import settings
 
-        settings.ADB_SERVERS = [farm.address]
-        discover_devices([farm.address])
-        worker = start_worker(farm.address, log)
+        settings.ADB_SERVERS = addresses
+        discover_devices(addresses)
+        worker = start_worker(addresses, log)
         try:
             demo = DemoRun.objects.create(config=config, detail="started by make flywheel-demo")
             deadline, last = time.monotonic() + TIMEOUT_MIN * 60, ""

@@ -28,6 +28,9 @@ def _env_flag(name: str) -> bool:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m simfarm", description=__doc__)
     parser.add_argument("--devices", type=int, default=4, help="number of virtual phones (4)")
+    parser.add_argument("--first-device", type=int, default=0,
+                        help="index of the first phone (0): a farm numbered on from another's holds the phones "
+                             "after its phones (sim-0003 onward after a farm of two)")
     parser.add_argument("--port", type=int, default=15037,
                         help="TCP port of the ADB server (15037; 0 picks a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
@@ -60,6 +63,9 @@ def main(argv=None) -> int:
     if args.devices < 1:
         print("--devices must be at least 1", file=sys.stderr)
         return 2
+    if args.first_device < 0:
+        print("--first-device must be 0 or more", file=sys.stderr)
+        return 2
     if not 0.0 <= args.blind_share <= 1.0:
         print("--blind-share must be between 0 and 1", file=sys.stderr)
         return 2
@@ -67,7 +73,7 @@ def main(argv=None) -> int:
         print("--handback-rate must be between 0 and 1", file=sys.stderr)
         return 2
     farm = build_farm(args.devices, args.seed, args.apps, blind_share=args.blind_share, real_phone=args.real_phone,
-                      handback_rate=args.handback_rate)
+                      handback_rate=args.handback_rate, first_device=args.first_device)
     try:
         serve_forever(farm, host=args.host, port=args.port, on_ready=announce)
     except OSError as error:

@@ -5,8 +5,10 @@ from simfarm.phone import VirtualPhone
 
 class Farm:
     def __init__(self, devices: int = 4, seed: int = 0, apps_dir=None, anomaly_rate: float = 0.0, features=None,
-                 blind_share: float = 0.0, real_phone: bool = False, handback_rate: float = 0.0):
-        """`blind_share`: the share of ordinary app pages drawn as web views / canvases (seeded, the same
+                 blind_share: float = 0.0, real_phone: bool = False, handback_rate: float = 0.0,
+                 first_device: int = 0):
+        """`first_device`: the index of the first phone (its serial, profile and content), so that several
+        farms numbered on from each other hold the phones one farm of them all would; `blind_share`: the share of ordinary app pages drawn as web views / canvases (seeded, the same
         pages on every phone); `real_phone`: phones answer only what a real phone answers;
         `handback_rate`: after each input, the chance that the app in front shows a hand-back state
         on its own (seeded per phone; real-phone mode too)."""
@@ -20,7 +22,7 @@ class Farm:
         self.apps = load_apps(apps_dir)
         phones = [VirtualPhone(i, seed, self.apps, anomaly_rate=anomaly_rate, features=features,
                                blind_share=blind_share, real_phone=real_phone, handback_rate=handback_rate)
-                  for i in range(devices)]
+                  for i in range(first_device, first_device + devices)]
         self.phones: dict[str, VirtualPhone] = {phone.serial: phone for phone in phones}
 
     def factory_reset(self, serial: str) -> VirtualPhone:

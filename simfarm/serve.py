@@ -13,11 +13,11 @@ logger = logging.getLogger(__name__)
 
 
 def build_farm(devices: int, seed: int, apps_dir=None, blind_share: float = 0.0, real_phone: bool = False,
-               handback_rate: float = 0.0):
+               handback_rate: float = 0.0, first_device: int = 0):
     from simfarm.farm import Farm  # the phones; imported late so the server stands alone
 
     return Farm(devices=devices, seed=seed, apps_dir=apps_dir, blind_share=blind_share, real_phone=real_phone,
-                handback_rate=handback_rate)
+                handback_rate=handback_rate, first_device=first_device)
 
 
 def serve_forever(farm, host: str = "127.0.0.1", port: int = 5037, on_ready=None) -> None:

@@ -166,3 +166,18 @@ def test_the_truth_is_still_readable_in_normal_mode(real):
     truth = real.run_in_normal_mode("content query --uri content://com.sim.notes/notes")
     assert truth.exit_code == 0 and b"title=Shopping list" in truth.stdout
     assert real.real_phone and real.run("content query --uri content://com.sim.notes/notes").exit_code != 0
+
+
+# -- farms numbered on from each other -------------------------------------------------------------
+
+def test_farms_numbered_on_from_each_other_hold_the_phones_one_farm_would():
+    """Two hosts of two phones (the flywheel demo's) are the phones of one farm of four, serials and screens."""
+    whole = Farm(devices=4, seed=7)
+    halves = [Farm(devices=2, seed=7, first_device=0), Farm(devices=2, seed=7, first_device=2)]
+    split = [phone for farm in halves for phone in farm]
+    assert [p.serial for p in split] == [p.serial for p in whole] == ["sim-0001", "sim-0002", "sim-0003", "sim-0004"]
+    for alone, together in zip(split, whole):
+        assert (alone.width, alone.height, alone.model) == (together.width, together.height, together.model)
+        assert dump(alone) == dump(together)
+    assert cli.parse_args(["--first-device", "2"]).first_device == 2
+    assert cli.main(["--devices", "1", "--first-device", "-1"]) == 2
