@@ -10,8 +10,8 @@ import hashlib
 import io
 import re
 import threading
-from collections import OrderedDict
 
+from cachetools import LRUCache
 from PIL import Image, ImageChops, UnidentifiedImageError
 
 from flywheel.judging.trajectory_view import TrajectoryView
@@ -54,29 +54,10 @@ def covers(haystack: list[str], needle: list[str]) -> bool:
     return sum(1 for word in needle if word in present) >= COVERED_SHARE * len(needle)
 
 
-class _SameScreen:
-    """unchanged()'s answers by the two frames' digests: a screen recurs across steps and trajectories,
-    and each answer costs two full-size decodes."""
-
-    def __init__(self):
-        self._known: OrderedDict[tuple[str, str], bool] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, str]) -> bool | None:
-        with self._lock:
-            answer = self._known.get(key)
-            if answer is not None:
-                self._known.move_to_end(key)
-            return answer
-
-    def put(self, key: tuple[str, str], answer: bool) -> None:
-        with self._lock:
-            self._known[key] = answer
-            while len(self._known) > KNOWN_PAIRS:
-                self._known.popitem(last=False)
-
-
-_same_screen = _SameScreen()
+# unchanged()'s answers by the two frames' digests: a screen recurs across steps and trajectories, and
+# each answer costs two full-size decodes.
+_same_screen = LRUCache(maxsize=KNOWN_PAIRS)
+_same_screen_lock = threading.Lock()
 
 
 def contains_sequence(haystack: list[str], needle: list[str]) -> bool:
@@ -214,7 +195,8 @@ class Frames:
         if i == j or self.png(i) == self.png(j):
             return True
         key = tuple(sorted((self.digest(i), self.digest(j))))
-        known = _same_screen.get(key)
+        with _same_screen_lock:
+            known = _same_screen.get(key)
         if known is None:
             a, b = self._thumbnail(i), self._thumbnail(j)
             if a.size != b.size:
@@ -222,5 +204,6 @@ class Frames:
             else:
                 moved = ImageChops.difference(a, b).point(lambda v: 255 if v > PIXEL_DELTA else 0)
                 known = moved.histogram()[255] < CHANGED_PIXELS
-            _same_screen.put(key, known)
+            with _same_screen_lock:
+                _same_screen[key] = known
         return known

@@ -6,8 +6,9 @@ What tesseract read (its TSV: every word with its box) is stored beside the scre
 (`ocr/<sha256>.tsv` through Django's storage), so a frame is read once, ever: re-judging a finished
 run or a calibration round does not run tesseract again. A second reading of a frame (its contrast
 image, flywheel.screens.ocr_candidates) is stored under the frame's own digest and the reading's
-name (`ocr/<sha256>.<variant>.tsv`): a frame seen again is neither prepared nor read again. A reading that failed or timed out is not
-stored; it raises OcrFailed with the reason, so a judge records an abstention instead of guessing.
+name (`ocr/<sha256>.<variant>.tsv`): a frame seen again is neither prepared nor read again. A
+reading that failed or timed out is not stored; it raises OcrFailed with the reason, so a judge
+records an abstention instead of guessing.
 """
 import hashlib
 import os
@@ -15,11 +16,11 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from cachetools import LRUCache
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
@@ -81,37 +82,14 @@ def _tesseract(png: bytes) -> str:
     return result.stdout.decode("utf-8", "replace")
 
 
-class _RecentReadings:
-    """The last RECENT_READINGS TSVs read or loaded in this process, by stored name."""
-
-    def __init__(self):
-        self._tsv: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, name: str) -> str | None:
-        with self._lock:
-            tsv = self._tsv.get(name)
-            if tsv is not None:
-                self._tsv.move_to_end(name)
-            return tsv
-
-    def put(self, name: str, tsv: str) -> None:
-        with self._lock:
-            self._tsv[name] = tsv
-            while len(self._tsv) > RECENT_READINGS:
-                self._tsv.popitem(last=False)
-
-    def cache_clear(self) -> None:
-        with self._lock:
-            self._tsv.clear()
-
-
-_recent = _RecentReadings()
+_recent = LRUCache(maxsize=RECENT_READINGS)   # stored name → TSV, read or loaded in this process
+_recent_lock = threading.Lock()
 
 
 def _tsv_cached(name: str, read: Callable[[], str]) -> str:
     """The stored reading `name`, or read() now and stored (a failed reading raises and is not stored)."""
-    tsv = _recent.get(name)
+    with _recent_lock:
+        tsv = _recent.get(name)
     if tsv is not None:
         return tsv
     try:
@@ -129,7 +107,8 @@ def _tsv_cached(name: str, read: Callable[[], str]) -> str:
                     default_storage.delete(saved)
         except OSError:
             pass
-    _recent.put(name, tsv)
+    with _recent_lock:
+        _recent[name] = tsv
     return tsv
 
 

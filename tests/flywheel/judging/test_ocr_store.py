@@ -5,23 +5,29 @@ from django.core.files.storage import default_storage
 from flywheel.screens import ocr
 
 
-@pytest.mark.skipif(not ocr.ocr_available(), reason="Debian's tesseract is not installed")
-def test_a_reading_is_stored_beside_the_frame_and_not_read_again(tmp_path, settings, monkeypatch):
-    from PIL import Image, ImageDraw, ImageFont
-
+@pytest.fixture
+def store(tmp_path, settings):
+    """Readings are stored in tmp_path; nothing is remembered from another test."""
     settings.STORAGES = {**settings.STORAGES, "default": {
         "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
+    ocr._recent.clear()
+    return tmp_path
+
+
+@pytest.mark.skipif(not ocr.ocr_available(), reason="Debian's tesseract is not installed")
+def test_a_reading_is_stored_beside_the_frame_and_not_read_again(store, monkeypatch):
+    from PIL import Image, ImageDraw, ImageFont
+
     image = Image.new("RGB", (600, 160), "white")
     ImageDraw.Draw(image).text((20, 50), "Order confirmed", fill="black", font=ImageFont.load_default(size=48))
-    path = tmp_path / "frame.png"
+    path = store / "frame.png"
     image.save(path)
     png = path.read_bytes()
     calls = []
     real = ocr._tesseract
     monkeypatch.setattr(ocr, "_tesseract", lambda data: calls.append(1) or real(data))
-    ocr._recent.cache_clear()
     first = ocr.ocr_text(png)
-    ocr._recent.cache_clear()                  # a new process: only the stored reading remains
+    ocr._recent.clear()                  # a new process: only the stored reading remains
     second = ocr.ocr_text(png)
     assert first == second and "Order" in first and len(calls) == 1
     import hashlib
@@ -30,7 +36,7 @@ def test_a_reading_is_stored_beside_the_frame_and_not_read_again(tmp_path, setti
 
 
 @pytest.mark.skipif(not ocr.ocr_available(), reason="Debian's tesseract is not installed")
-def test_a_frames_contrast_reading_is_made_once_and_stored_under_the_frame(tmp_path, settings, monkeypatch):
+def test_a_frames_contrast_reading_is_made_once_and_stored_under_the_frame(store, monkeypatch):
     """The contrast image (a full-size decode, filter and encode) is not made again for a frame seen
     again, in this process or the next."""
     import hashlib
@@ -39,20 +45,17 @@ def test_a_frames_contrast_reading_is_made_once_and_stored_under_the_frame(tmp_p
 
     from flywheel.screens import ocr_candidates
 
-    settings.STORAGES = {**settings.STORAGES, "default": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
     image = Image.new("RGB", (600, 160), (30, 90, 200))
     ImageDraw.Draw(image).text((20, 50), "Checkout", fill="white", font=ImageFont.load_default(size=48))
-    path = tmp_path / "button.png"
+    path = store / "button.png"
     image.save(path)
     png = path.read_bytes()
     made = []
     real = ocr_candidates.contrast_frame
     monkeypatch.setattr(ocr_candidates, "contrast_frame", lambda data: made.append(1) or real(data))
-    ocr._recent.cache_clear()
     first = ocr_candidates.contrast_words(png)
     again = ocr_candidates.contrast_words(png)
-    ocr._recent.cache_clear()                      # a new process: only the stored reading remains
+    ocr._recent.clear()                      # a new process: only the stored reading remains
     stored = ocr_candidates.contrast_words(png)
     assert [w.text for w in first] == [w.text for w in again] == [w.text for w in stored]
     assert "Checkout" in [w.text for w in first] and len(made) == 1
@@ -61,29 +64,24 @@ def test_a_frames_contrast_reading_is_made_once_and_stored_under_the_frame(tmp_p
     assert not default_storage.exists(ocr._stored_name(digest))   # the frame's own reading is apart
 
 
-def test_a_reading_that_times_out_raises_and_is_not_stored(tmp_path, settings, monkeypatch):
+def test_a_reading_that_times_out_raises_and_is_not_stored(store, monkeypatch):
     import subprocess
 
-    settings.STORAGES = {**settings.STORAGES, "default": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
     monkeypatch.setattr(ocr, "ocr_available", lambda: True)
 
     def hang(*args, **kwargs):
         raise subprocess.TimeoutExpired(args[0], kwargs.get("timeout"))
 
     monkeypatch.setattr(ocr.subprocess, "run", hang)
-    ocr._recent.cache_clear()
     with pytest.raises(ocr.OcrFailed, match="timed out"):
         ocr.ocr_words(b"not really a png")
-    assert not list(tmp_path.rglob("*.tsv"))
+    assert not list(store.rglob("*.tsv"))
 
 
-def test_tesseract_runs_on_one_thread(tmp_path, settings, monkeypatch):
+def test_tesseract_runs_on_one_thread(store, monkeypatch):
     """Several phones' frames are read side by side: tesseract's own OpenMP threads would spin against them."""
     import subprocess
 
-    settings.STORAGES = {**settings.STORAGES, "default": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
     monkeypatch.setattr(ocr, "ocr_available", lambda: True)
     seen = []
 
@@ -92,7 +90,6 @@ def test_tesseract_runs_on_one_thread(tmp_path, settings, monkeypatch):
         return subprocess.CompletedProcess(command, 0, stdout=b"level\n", stderr=b"")
 
     monkeypatch.setattr(ocr.subprocess, "run", run)
-    ocr._recent.cache_clear()
     assert ocr.ocr_words(b"a frame only this test reads") == []
     assert seen and seen[0]["OMP_THREAD_LIMIT"] == "1" and seen[0]["PATH"]
 
