@@ -208,6 +208,32 @@ def free_port():
         return sock.getsockname()[1]
 
 
+_HANDED_OUT: set[int] = set()
+
+
+def free_first_port(block: int = 8) -> int:
+    """The first of `block` free ports below the kernel's ephemeral range, for a model host, which serves
+    from its first port upward and probes each port before its server binds it: in the ephemeral range
+    (where free_port's are) any outgoing connection may take the port in between (seen as "Address
+    already in use" under a busy machine's connection churn). Each xdist worker searches its own stretch,
+    and a block is handed out once per process (two hosts of one test get two)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    start = 20000 + 1000 * (int(worker) if worker.isdigit() else 0) + os.getpid() % 50 * 16
+    for first in range(start, start + 1000 - block, block):
+        if first in _HANDED_OUT:
+            continue
+        try:
+            with contextlib.ExitStack() as stack:
+                for port in range(first, first + block):
+                    sock = stack.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+            _HANDED_OUT.add(first)
+            return first
+        except OSError:
+            continue
+    raise RuntimeError(f"no {block} free ports from {start}")
+
+
 def wait_for_port(port, process, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

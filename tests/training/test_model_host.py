@@ -27,6 +27,12 @@ def free_port():
     return port()
 
 
+def free_first_port():
+    from tests.conftest import free_first_port as first
+
+    return first()
+
+
 def checkpoint_version(name, artifact, **fields):
     return ModelVersion.objects.create(name=name, kind="checkpoint", artifact=str(artifact), **fields)
 
@@ -115,7 +121,7 @@ def test_serve_it_now_holds_an_older_checkpoint_served_for_a_while(tmp_path, cli
 
 def test_a_full_host_makes_room_for_a_version_a_run_needs_never_for_one_merely_warm(tmp_path):
     asked = checkpoint_version("m+sft#1", tmp_path / "1")
-    host = ModelHost("host-a", address="127.0.0.1", first_port=free_port(), max_servers=1, keep_warm=2,
+    host = ModelHost("host-a", address="127.0.0.1", first_port=free_first_port(), max_servers=1, keep_warm=2,
                      engine="builtin", device="cpu", log_dir=tmp_path / "model-host")
     Serving.objects.create(version=asked, state="serving", host="host-a", port=9, heartbeat_at=timezone.now(),
                            wanted_until=timezone.now() + timedelta(minutes=30))
@@ -203,7 +209,7 @@ def test_the_builtin_server_answers_chat_completions_with_an_image(tiny_checkpoi
 # --- the host ---------------------------------------------------------------------------------------
 
 def make_host(tmp_path, name="host-a", keep_warm=1):
-    return ModelHost(name, address="127.0.0.1", first_port=free_port(), max_servers=2, keep_warm=keep_warm,
+    return ModelHost(name, address="127.0.0.1", first_port=free_first_port(), max_servers=2, keep_warm=keep_warm,
                      engine="builtin", device="cpu", log_dir=tmp_path / "model-host", start_timeout_s=240)
 
 
@@ -283,7 +289,7 @@ def test_a_gpu_less_host_asked_for_vllm_fails_the_version_with_the_reason_and_th
 
     monkeypatch.setattr(host_module.shutil, "which", lambda name: None)  # whatever this machine has: no GPU
     version = checkpoint_version("m+sft#3", tmp_path)
-    host = ModelHost("gpu-less", address="127.0.0.1", first_port=free_port(), max_servers=1, keep_warm=1,
+    host = ModelHost("gpu-less", address="127.0.0.1", first_port=free_first_port(), max_servers=1, keep_warm=1,
                      engine="vllm", device="cpu", log_dir=tmp_path / "model-host")
     host.tick()
     row = Serving.objects.get(version=version)

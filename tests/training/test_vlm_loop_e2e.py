@@ -11,7 +11,7 @@ import pytest
 
 from devices.registry import discover_devices
 from flywheel.models import Destination, Line, Trajectory
-from tests.conftest import ROOT, free_port, process_env, stop
+from tests.conftest import ROOT, free_first_port, process_env, stop
 from tests.training.vlm_loop import VlmLoop, applied_settings, line
 from training.models import Serving, TrainingRun
 
@@ -35,7 +35,7 @@ def model_host(transactional_db, tmp_path):
     process = subprocess.Popen(
         [str(ROOT / ".venv/bin/python"), "manage.py", "model_host", "--name", "test-host", "--interval", "1"],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        env=process_env(TRAINING_ROOT=TRAINING_DIR, MODEL_HOST_PORT=str(free_port()), MODEL_HOST_ENGINE="builtin",
+        env=process_env(TRAINING_ROOT=TRAINING_DIR, MODEL_HOST_PORT=str(free_first_port()), MODEL_HOST_ENGINE="builtin",
                         MODEL_HOST_DEVICE="cpu", MODEL_HOST_KEEP_WARM="2", MODEL_HOST_MAX_SERVERS="2",
                         OMP_NUM_THREADS="1"))
     yield process
