@@ -8,10 +8,11 @@ class Farm:
                  blind_share: float = 0.0, real_phone: bool = False, handback_rate: float = 0.0,
                  first_device: int = 0):
         """`first_device`: the index of the first phone (its serial, profile and content), so that several
-        farms numbered on from each other hold the phones one farm of them all would; `blind_share`: the share of ordinary app pages drawn as web views / canvases (seeded, the same
-        pages on every phone); `real_phone`: phones answer only what a real phone answers;
-        `handback_rate`: after each input, the chance that the app in front shows a hand-back state
-        on its own (seeded per phone; real-phone mode too)."""
+        farms numbered on from each other hold the phones one farm of them all would; `blind_share`: the
+        share of ordinary app pages drawn as web views / canvases (seeded, the same pages on every phone);
+        `real_phone`: phones answer only what a real phone answers; `handback_rate`: after each input, the
+        chance that the app in front shows a hand-back state on its own (seeded per phone; real-phone
+        mode too)."""
         if not 0.0 <= blind_share <= 1.0:
             raise ValueError(f"blind_share must be in [0, 1], not {blind_share}")
         if not 0.0 <= handback_rate <= 1.0:
