@@ -14,15 +14,22 @@ def store(tmp_path, settings):
     return tmp_path
 
 
-@pytest.mark.skipif(not ocr.ocr_available(), reason="Debian's tesseract is not installed")
-def test_a_reading_is_stored_beside_the_frame_and_not_read_again(store, monkeypatch):
+def drawn_png(text: str, background, ink) -> bytes:
+    """A 600x160 PNG showing `text` in large letters."""
+    import io
+
     from PIL import Image, ImageDraw, ImageFont
 
-    image = Image.new("RGB", (600, 160), "white")
-    ImageDraw.Draw(image).text((20, 50), "Order confirmed", fill="black", font=ImageFont.load_default(size=48))
-    path = store / "frame.png"
-    image.save(path)
-    png = path.read_bytes()
+    image = Image.new("RGB", (600, 160), background)
+    ImageDraw.Draw(image).text((20, 50), text, fill=ink, font=ImageFont.load_default(size=48))
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+@pytest.mark.skipif(not ocr.ocr_available(), reason="Debian's tesseract is not installed")
+def test_a_reading_is_stored_beside_the_frame_and_not_read_again(store, monkeypatch):
+    png = drawn_png("Order confirmed", "white", "black")
     calls = []
     real = ocr._tesseract
     monkeypatch.setattr(ocr, "_tesseract", lambda data: calls.append(1) or real(data))
@@ -41,15 +48,9 @@ def test_a_frames_contrast_reading_is_made_once_and_stored_under_the_frame(store
     again, in this process or the next."""
     import hashlib
 
-    from PIL import Image, ImageDraw, ImageFont
-
     from flywheel.screens import ocr_candidates
 
-    image = Image.new("RGB", (600, 160), (30, 90, 200))
-    ImageDraw.Draw(image).text((20, 50), "Checkout", fill="white", font=ImageFont.load_default(size=48))
-    path = store / "button.png"
-    image.save(path)
-    png = path.read_bytes()
+    png = drawn_png("Checkout", (30, 90, 200), "white")
     made = []
     real = ocr_candidates.contrast_frame
     monkeypatch.setattr(ocr_candidates, "contrast_frame", lambda data: made.append(1) or real(data))
